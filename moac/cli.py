@@ -1,0 +1,128 @@
+"""The `moac` command line.  Exit codes: 0 success, 1 a user error in the program
+(parse, name, shape, build, check), 2 a usage error (bad flags, unreadable file)."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from .errors import MoacError
+
+TARGETS = ("openacc", "openmp", "c")
+
+
+def _sizes(pairs: list[str] | None, parser: argparse.ArgumentParser) -> dict:
+    out = {}
+    for p in pairs or []:
+        name, sep, value = p.partition("=")
+        if not sep or not name.isidentifier():
+            parser.error(f"-D expects name=value, got {p!r}")
+        try:
+            out[name] = int(value)
+        except ValueError:
+            parser.error(f"-D {name}: {value!r} is not an integer")
+        if out[name] < 0:
+            parser.error(f"-D {name}: sizes are non-negative, got {value}")
+    return out
+
+
+def _load(path: str, parser: argparse.ArgumentParser):
+    from .program import load
+    try:
+        return load(path)
+    except OSError as e:
+        parser.exit(2, f"moac: error: cannot read {path}: {e.strerror}\n")
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write a file so that a reader never sees it half-written."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _check_sizes(prog, sizes: dict, parser):
+    known = {s.name for s in prog.core.sizes}
+    for k in sizes:
+        if k not in known:
+            parser.error(f"-D {k}: the program declares no size '{k}' (sizes: {', '.join(sorted(known)) or 'none'})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="moac", description="A symbolic compiler for the Mathematics of Arrays.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    def common(p, target=True):
+        p.add_argument("file", help="MoA source file")
+        p.add_argument("-D", dest="defs", action="append", metavar="NAME=VALUE",
+                       help="fix a size at compile time (repeatable)")
+        if target:
+            p.add_argument("--target", choices=TARGETS, default="openacc", help="code generation target")
+
+    p = sub.add_parser("dnf", help="print the Denotational Normal Form")
+    common(p, target=False)
+    p.add_argument("--trace", action="store_true", help="print each rewrite with the rule that fired")
+
+    p = sub.add_parser("onf", help="print the Operational Normal Form")
+    common(p)
+    p.add_argument("--mapping", choices=("auto", "naive"), default="auto",
+                   help="loop-to-hardware mapping (naive: lanes over the reduction axis)")
+
+    p = sub.add_parser("compile", help="emit C")
+    common(p)
+    p.add_argument("-o", dest="out", help="output C file (default: stdout)")
+    p.add_argument("--offload", choices=("none", "nvptx"), default="none",
+                   help="also build a GPU bundle (shared library + runner) next to -o")
+
+    p = sub.add_parser("check", help="compile, run on random data, compare with the reference")
+    common(p)
+    p.add_argument("--seed", type=int, default=0)
+
+    args = ap.parse_args(argv)
+    prog = None
+    try:
+        prog = _load(args.file, ap)
+        sizes = _sizes(args.defs, ap)
+        _check_sizes(prog, sizes, ap)
+        if args.cmd == "dnf":
+            from .dnf import format_trace
+            d = prog.dnf()
+            if args.trace:
+                print(format_trace(d))
+                print()
+            print(_specialise_text(d, sizes))
+            return 0
+        if args.cmd == "onf":
+            print(prog.onf(target=args.target, sizes=sizes, mapping=args.mapping))
+            return 0
+        if args.cmd == "compile":
+            from .commands import compile_command
+            return compile_command(prog, args, sizes)
+        if args.cmd == "check":
+            from .commands import check_command
+            return check_command(prog, args, sizes)
+    except MoacError as e:
+        if prog is not None and e.source is None:
+            e.source = prog.source
+        print(e.render(), file=sys.stderr)
+        return 1
+    return 0  # pragma: no cover
+
+
+def _specialise_text(d, sizes: dict) -> str:
+    text = str(d)
+    if sizes:
+        text += "\n-- with " + ", ".join(f"{k} = {v}" for k, v in sizes.items())
+    return text
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""The reference interpreter: evaluates the core program with numpy, operation by
+operation, straight from the semantics of DESIGN.md §3 (not from the DNF), in
+float64, so that it can check every later stage."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import core as C
+from .errors import ArgumentError
+
+_BIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+        "max": np.maximum, "min": np.minimum, "pow": np.power}
+_UN = {"neg": np.negative, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "abs": np.abs,
+       "recip": lambda x: 1.0 / x}
+_RED = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+_IDENT = {"add": 0.0, "mul": 1.0, "max": -np.inf, "min": np.inf}
+
+
+def bind_sizes(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) -> dict:
+    """Infer the size symbols from the input arrays' shapes and check consistency."""
+    import sympy as sp
+
+    env = {s: int(v) for s, v in (sizes or {}).items()}
+    env = {sym: env[sym.name] for sym in program.sizes if sym.name in env}
+    for info in program.inputs:
+        if info.name not in arrays:
+            raise ArgumentError(f"missing input '{info.name}'")
+        a = np.asarray(arrays[info.name])
+        if a.ndim != len(info.shape):
+            raise ArgumentError(f"input '{info.name}' must have rank {len(info.shape)} "
+                                f"(shape {C.show_shape(info.shape)}), got shape {a.shape}")
+        for dim, ext in zip(a.shape, info.shape):
+            ext = sp.sympify(ext)
+            if isinstance(ext, sp.Symbol) and ext not in env:
+                env[ext] = int(dim)
+    for info in program.inputs:
+        a = np.asarray(arrays[info.name])
+        for ax, (dim, ext) in enumerate(zip(a.shape, info.shape)):
+            val = sp.sympify(ext).xreplace(env)
+            if not val.is_Integer:
+                raise ArgumentError(f"cannot determine {ext} from the inputs' shapes")
+            if int(val) != dim:
+                raise ArgumentError(f"input '{info.name}' axis {ax} must have length {ext} = {int(val)}, "
+                                    f"got {dim}")
+    for sym in program.sizes:
+        if sym not in env:
+            raise ArgumentError(f"size '{sym.name}' is not fixed by any input; pass it explicitly")
+    for c in program.constraints:
+        if not bool(sp.sympify(c.cond).xreplace(env)):
+            raise ArgumentError(f"{c.message} (sizes {', '.join(f'{k.name}={v}' for k, v in env.items())})")
+    return env
+
+
+def evaluate(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) -> dict:
+    env = bind_sizes(program, arrays, sizes)
+    inputs = {i.name: np.asarray(arrays[i.name], dtype=np.float64) for i in program.inputs}
+    ev = _Eval(env, inputs)
+    return {name: ev.eval(node, {}) for name, node in program.outputs}
+
+
+class _Eval:
+    def __init__(self, env, inputs):
+        self.env = env
+        self.inputs = inputs
+        self.memo = {}
+
+    def size(self, e) -> int:
+        import sympy as sp
+        v = sp.sympify(e).xreplace(self.env)
+        return int(v)
+
+    def eval(self, node: C.Core, cells: dict):
+        key = (id(node), id(cells))
+        if key in self.memo:
+            return self.memo[key][1]
+        val = self._eval(node, cells)
+        self.memo[key] = (cells, val)   # keep `cells` alive so its id is not reused
+        return val
+
+    def _eval(self, node: C.Core, cells: dict):
+        ev = self.eval
+        match node:
+            case C.CInput(name=name):
+                return self.inputs[name]
+            case C.CConst(value=v):
+                return np.float64(v)
+            case C.CSize(expr=e):
+                return np.float64(self.size(e))
+            case C.CVec(items=items):
+                return np.array([float(ev(i, cells)) for i in items], dtype=np.float64)
+            case C.CIota(n=n):
+                return np.arange(self.size(n), dtype=np.float64)
+            case C.CNamed(arg=a):
+                return ev(a, cells)
+            case C.CMap(op=op, args=(a,)):
+                with np.errstate(all="ignore"):
+                    return _UN[op](ev(a, cells))
+            case C.CMap(op=op, args=(a, b)):
+                with np.errstate(all="ignore"):
+                    return _BIN[op](ev(a, cells), ev(b, cells))
+            case C.CPsi(index=idx, arg=a):
+                arr = ev(a, cells)
+                ix = tuple(self.size(i) for i in idx)
+                for k, i in enumerate(ix):
+                    if not 0 <= i < arr.shape[k]:
+                        raise ArgumentError(f"ψ index {ix} out of range for shape {arr.shape}")
+                return arr[ix]
+            case C.CTranspose(perm=perm, arg=a):
+                arr = ev(a, cells)
+                # axis k of arr becomes axis perm[k] of the result
+                axes = [0] * len(perm)
+                for k, p in enumerate(perm):
+                    axes[p] = k
+                return np.transpose(arr, axes)
+            case C.CReshape(arg=a):
+                return np.reshape(ev(a, cells), tuple(self.size(s) for s in node.shape))
+            case C.CCat(left=a, right=b, item=item):
+                x, y = ev(a, cells), ev(b, cells)
+                if item:
+                    y = y[None, ...]
+                return np.concatenate([x, y], axis=0)
+            case C.CTake(count=k, arg=a):
+                arr, k = ev(a, cells), self.size(node.count)
+                return arr[:k] if k >= 0 else arr[arr.shape[0] + k:]
+            case C.CDrop(count=k, arg=a):
+                arr, k = ev(a, cells), self.size(node.count)
+                return arr[k:] if k >= 0 else arr[:arr.shape[0] + k]
+            case C.CReverse(arg=a):
+                return ev(a, cells)[::-1]
+            case C.CRed(op=op, arg=a):
+                arr = ev(a, cells)
+                if arr.shape[0] == 0:
+                    return np.full(arr.shape[1:], _IDENT[op])
+                return _RED[op].reduce(arr, axis=0)
+            case C.CInner(f=f, g=g, left=a, right=b):
+                x, y = ev(a, cells), ev(b, cells)
+                if f == "add" and g == "mul":
+                    return np.tensordot(x, y, axes=([x.ndim - 1], [0]))
+                n = x.shape[-1]
+                xe = x.reshape(x.shape[:-1] + (n,) + (1,) * (y.ndim - 1))
+                ye = y.reshape((1,) * (x.ndim - 1) + y.shape)
+                with np.errstate(all="ignore"):
+                    prod = _BIN[g](xe, ye)
+                ax = x.ndim - 1
+                if n == 0:
+                    return np.full(prod.shape[:ax] + prod.shape[ax + 1:], _IDENT[f])
+                return _RED[f].reduce(prod, axis=ax)
+            case C.COuter(g=g, left=a, right=b):
+                x, y = ev(a, cells), ev(b, cells)
+                with np.errstate(all="ignore"):
+                    return _BIN[g](x.reshape(x.shape + (1,) * y.ndim), y.reshape((1,) * x.ndim + y.shape))
+            case C.CCell(id=cid):
+                return cells[cid]
+            case C.COmega(frame=frame, args=args, cells=cs, frames=frames, body=body):
+                vals = [ev(a, cells) for a in args]
+                fshape = tuple(self.size(s) for s in frame)
+                out = np.empty(fshape + tuple(self.size(s) for s in body.shape), dtype=np.float64)
+                for fi in np.ndindex(*fshape):
+                    inner = dict(cells)
+                    for v, c, fr in zip(vals, cs, frames):
+                        inner[c.id] = v[fi] if fr else v
+                    out[fi] = ev(body, inner)
+                return out
+        raise TypeError(type(node).__name__)  # pragma: no cover

@@ -1,0 +1,66 @@
+"""The driver: one line per stage, each stage a pure function named for its transition.
+
+    text --parse--> Module --to_core--> CoreProgram --to_dnf--> DNF
+         --to_onf--> ONF --to_c--> C source --build--> Kernel
+
+`Program` keeps every intermediate so that tests and the CLI can inspect any stage.
+"""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from . import core, dnf, interp, syntax
+from .errors import Source
+
+
+class Program:
+    """A parsed and shape-checked MoA program."""
+
+    def __init__(self, text: str, filename: str = "<input>"):
+        self.source = Source(text, filename)
+        self.module = syntax.parse(text, filename, core.prelude_fnames())               # stage 1: text -> AST
+        self.core = core.to_core(self.module, self.source)          # stage 2: AST -> core + shapes
+
+    @functools.cached_property
+    def _dnf(self) -> dnf.DNF:
+        return dnf.to_dnf(self.core)                                # stage 3: core -> DNF
+
+    def dnf(self) -> dnf.DNF:
+        return self._dnf
+
+    def onf(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto"):
+        from . import onf
+        return onf.to_onf(self._dnf, target=target, sizes=sizes or {}, mapping=mapping)  # stage 4
+
+    def c_source(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto") -> str:
+        from . import codegen
+        return codegen.to_c(self.onf(target, sizes, mapping))      # stage 5: ONF -> C
+
+    def compile(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto", **build_opts):
+        from . import build
+        return build.build(self.onf(target, sizes, mapping), **build_opts)  # stage 6: C -> loaded kernel
+
+    def evaluate(self, sizes: dict | None = None, **arrays) -> dict:
+        """Evaluate the source program with numpy (float64): the independent reference."""
+        return interp.evaluate(self.core, arrays, sizes)
+
+    @property
+    def inputs(self):
+        return self.core.inputs
+
+    @property
+    def outputs(self):
+        return tuple(name for name, _ in self.core.outputs)
+
+    def __repr__(self) -> str:
+        return f"<moac.Program {self.source.filename}: inputs {[i.name for i in self.inputs]}, outputs {list(self.outputs)}>"
+
+
+def parse(text: str, filename: str = "<input>") -> Program:
+    return Program(text, filename)
+
+
+def load(path: str | Path) -> Program:
+    p = Path(path)
+    return Program(p.read_text(encoding="utf-8"), str(path))

@@ -1,0 +1,321 @@
+"""Source text -> surface AST (stage 1).
+
+The grammar lives in `grammar/moa.lark`; a lark Transformer builds the frozen
+dataclasses below straight from the parse tree, each node with its source span.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import lark
+
+from .errors import ParseError, Source, Span
+
+# --------------------------------------------------------------------------- AST
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Name(Node):
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Number(Node):
+    value: int | float
+
+
+@dataclass(frozen=True, slots=True)
+class Vector(Node):
+    items: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class Prim(Node):
+    op: str          # canonical name: add, sub, psi, rho, ...
+    text: str        # as written
+
+
+@dataclass(frozen=True, slots=True)
+class InnerFn(Node):
+    f: Prim
+    g: Prim
+
+
+@dataclass(frozen=True, slots=True)
+class OuterFn(Node):
+    g: Prim
+
+
+@dataclass(frozen=True, slots=True)
+class UserFn(Node):
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class RedFn(Node):
+    fn: Node
+
+
+@dataclass(frozen=True, slots=True)
+class OmegaFn(Node):
+    fn: Node
+    sigmas: Vector
+
+
+@dataclass(frozen=True, slots=True)
+class Monad(Node):
+    fn: Node
+    arg: Node
+
+
+@dataclass(frozen=True, slots=True)
+class Dyad(Node):
+    fn: Node
+    left: Node
+    right: Node
+
+
+@dataclass(frozen=True, slots=True)
+class SizeDecl(Node):
+    names: tuple[Name, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexDecl(Node):
+    hints: tuple[tuple[Name, Name], ...]   # (index variable, size)
+
+
+@dataclass(frozen=True, slots=True)
+class InputDecl(Node):
+    name: Name
+    dtype: str
+    shape: Vector
+
+
+@dataclass(frozen=True, slots=True)
+class Assign(Node):
+    name: Name
+    expr: Node
+
+
+@dataclass(frozen=True, slots=True)
+class OutputDecl(Node):
+    names: tuple[Name, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FnDef(Node):
+    name: Name
+    params: tuple[Name, ...]
+    lets: tuple[Assign, ...]
+    result: Node
+
+
+@dataclass(frozen=True, slots=True)
+class Module(Node):
+    stmts: tuple
+
+
+PRIM_NAMES = {
+    "PLUS": "add", "MINUS": "sub", "TIMES": "mul", "DIVIDE": "div", "MAX": "max", "MIN": "min",
+    "POW": "pow", "EXP": "exp", "LOG": "log", "SQRT": "sqrt", "ABS": "abs", "PSI": "psi",
+    "RHO": "rho", "IOTA": "iota", "GAMMA": "gamma", "GAMMACOL": "gammacol",
+    "TRANSPOSE": "transpose", "TAKE": "take", "DROP": "drop", "REVERSE": "reverse", "CAT": "cat",
+}
+
+# How each primitive is printed back (Unicode spelling).
+PRIM_SYMBOL = {
+    "add": "+", "sub": "−", "mul": "×", "div": "÷", "max": "max", "min": "min", "pow": "⋆",
+    "exp": "exp", "log": "log", "sqrt": "√", "abs": "abs", "psi": "ψ", "rho": "ρ", "iota": "ι",
+    "gamma": "γ", "gammacol": "γcol", "transpose": "⍉", "take": "△", "drop": "▽",
+    "reverse": "Φ", "cat": "#", "neg": "−",
+}
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def _span(meta_or_tok) -> Span:
+    if isinstance(meta_or_tok, lark.Token):
+        return Span(meta_or_tok.line, meta_or_tok.column, meta_or_tok.end_line, meta_or_tok.end_column - 1)
+    m = meta_or_tok
+    return Span(m.line, m.column, m.end_line, m.end_column - 1)
+
+
+@lark.v_args(meta=True)
+class _ToAST(lark.Transformer):
+    def start(self, meta, items):
+        span = _span(meta) if not meta.empty else Span(1, 1, 1, 1)
+        return Module(span, tuple(items))
+
+    def size_decl(self, meta, items):
+        return SizeDecl(_span(meta), tuple(Name(_span(t), str(t)) for t in items))
+
+    def index_hint(self, meta, items):
+        var, size = items
+        return (Name(_span(var), str(var)), Name(_span(size), str(size)))
+
+    def index_decl(self, meta, items):
+        return IndexDecl(_span(meta), tuple(items))
+
+    def input_decl(self, meta, items):
+        name, dtype, vec = items
+        return InputDecl(_span(meta), Name(_span(name), str(name)), str(dtype), vec)
+
+    def assign(self, meta, items):
+        name, expr = items
+        return Assign(_span(meta), Name(_span(name), str(name)), expr)
+
+    def output_decl(self, meta, items):
+        return OutputDecl(_span(meta), tuple(Name(_span(t), str(t)) for t in items))
+
+    def fn_def(self, meta, items):
+        fname = items[0]
+        params = []
+        rest = items[1:]
+        while rest and isinstance(rest[0], lark.Token):
+            params.append(Name(_span(rest[0]), str(rest[0])))
+            rest = rest[1:]
+        *lets, result = rest
+        return FnDef(_span(meta), Name(_span(fname), str(fname)), tuple(params), tuple(lets), result)
+
+    def name(self, meta, items):
+        (tok,) = items
+        return Name(_span(tok), str(tok))
+
+    def number(self, meta, items):
+        (tok,) = items
+        text = str(tok)
+        value = float(text) if any(c in text for c in ".eE") else int(text)
+        return Number(_span(tok), value)
+
+    def negnumber(self, meta, items):
+        sign, tok = items
+        text = str(tok)
+        value = float(text) if any(c in text for c in ".eE") else int(text)
+        return Number(_span(sign).join(_span(tok)), -value)
+
+    def vector(self, meta, items):
+        return Vector(_span(meta), tuple(items))
+
+    def dyad(self, meta, items):
+        left, fn, right = items
+        return Dyad(_span(meta), fn, left, right)
+
+    def monad(self, meta, items):
+        fn, arg = items
+        return Monad(_span(meta), fn, arg)
+
+    def prim(self, meta, items):
+        if len(items) == 1 and isinstance(items[0], Prim):
+            return items[0]
+        (tok,) = items
+        return Prim(_span(tok), PRIM_NAMES[tok.type], str(tok))
+
+    def inner(self, meta, items):
+        f, _dot, g = items
+        return InnerFn(_span(meta), f, g)
+
+    def outer(self, meta, items):
+        _o, _dot, g = items
+        return OuterFn(_span(meta), g)
+
+    def userfn(self, meta, items):
+        (tok,) = items
+        return UserFn(_span(tok), str(tok))
+
+    def omega(self, meta, items):
+        fn, _om, vec = items
+        return OmegaFn(_span(meta), fn, vec)
+
+    def reduce(self, meta, items):
+        fn, _red = items
+        return RedFn(_span(meta), fn)
+
+
+KEYWORDS = {
+    "max": "MAX", "min": "MIN", "pow": "POW", "exp": "EXP", "log": "LOG", "sqrt": "SQRT",
+    "abs": "ABS", "psi": "PSI", "rho": "RHO", "iota": "IOTA", "gamma": "GAMMA",
+    "gammacol": "GAMMACOL", "transpose": "TRANSPOSE", "tr": "TRANSPOSE", "take": "TAKE",
+    "drop": "DROP", "reverse": "REVERSE", "rev": "REVERSE", "cat": "CAT", "red": "RED",
+    "omega": "OMEGA", "outer": "OUTER", "f32": "DTYPE", "f64": "DTYPE", "f16": "DTYPE",
+    "bf16": "DTYPE",
+}
+
+_FN_DEF = re.compile(r"^[ \t]*fn[ \t]+([A-Za-z_][A-Za-z_0-9]*)", re.M)
+_ASSIGNED = re.compile(r"^[ \t]*([A-Za-z_][A-Za-z_0-9]*)[ \t]*(?:=|←)", re.M)
+
+
+def grammar_text() -> str:
+    """The grammar file: inside the installed package, or beside it in a checkout."""
+    try:
+        return resources.files("moac.grammar").joinpath("moa.lark").read_text(encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError, OSError):
+        return (Path(__file__).resolve().parent.parent / "grammar" / "moa.lark").read_text(encoding="utf-8")
+
+
+@cache
+def _parser(fnames: frozenset[str]) -> lark.Lark:
+    def retype(tok: lark.Token) -> lark.Token:
+        if tok.value in KEYWORDS:
+            return tok.update(type=KEYWORDS[tok.value])
+        if tok.value in fnames:
+            return tok.update(type="FNAME")
+        return tok
+
+    return lark.Lark(grammar_text(), parser="lalr", lexer="basic", propagate_positions=True,
+                     lexer_callbacks={"NAME": retype}, maybe_placeholders=False)
+
+
+_EXPECT_WORDS = {
+    "_RANGLE": "⟩", "_LANGLE": "⟨", "RPAR": ")", "LPAR": "(", "NAME": "a name", "NUMBER": "a number",
+    "_NL": "end of line", "_ASSIGN": "=", "COLON": ":", "DTYPE": "a dtype (f32, f64, f16, bf16)",
+    "RBRACE": "}", "LBRACE": "{", "$END": "end of input", "FNAME": "a function",
+}
+
+
+def _describe_expected(expected) -> str:
+    words = sorted({_EXPECT_WORDS.get(e, None) or e.lower() for e in expected})
+    if len(words) > 6:
+        return "an expression or statement"
+    return ", ".join(words)
+
+
+def parse(text: str, filename: str = "<input>", extra_fnames: frozenset[str] = frozenset()) -> Module:
+    """Parse one source file into a Module; raise ParseError with position on failure."""
+    source = Source(text, filename)
+    assigned = set(_ASSIGNED.findall(text))
+    fnames = frozenset(_FN_DEF.findall(text)) | (extra_fnames - assigned)
+    try:
+        tree = _parser(fnames).parse(text if text.endswith("\n") else text + "\n")
+        return _ToAST().transform(tree)
+    except lark.UnexpectedCharacters as e:
+        span = Span(e.line, e.column, e.line, e.column)
+        ch = text.splitlines()[e.line - 1][e.column - 1] if e.line <= len(text.splitlines()) else "?"
+        raise ParseError(f"unexpected character {ch!r}", span, source) from None
+    except lark.UnexpectedToken as e:
+        tok = e.token
+        if tok.type == "$END":
+            lines = text.splitlines() or [""]
+            span = Span(len(lines), max(1, len(lines[-1])), len(lines), max(1, len(lines[-1])))
+            raise ParseError(f"unexpected end of input; expected {_describe_expected(e.expected)}",
+                             span, source) from None
+        shown = "end of line" if tok.type == "_NL" else repr(str(tok))
+        raise ParseError(f"unexpected {shown}; expected {_describe_expected(e.expected)}",
+                         Span(tok.line, tok.column, tok.line, tok.column + max(0, len(str(tok).rstrip()) - 1)),
+                         source) from None
+    except lark.UnexpectedEOF as e:
+        lines = text.splitlines() or [""]
+        raise ParseError(f"unexpected end of input; expected {_describe_expected(e.expected)}",
+                         Span(len(lines), 1, len(lines), 1), source) from None
+    except lark.exceptions.VisitError as e:  # pragma: no cover - transformer bug
+        raise e.orig_exc from None
