@@ -203,12 +203,19 @@ def fmt_num(v: float) -> str:
 
 
 def fmt_index(e) -> str:
-    s = str(sp.sympify(e))
+    e = sp.sympify(e)
+    if isinstance(e, sp.Eq):          # sympy prints Eq(a, b)
+        return f"{fmt_index(e.lhs)} = {fmt_index(e.rhs)}"
+    s = str(e)
     return s.replace("**", "^").replace("*", "·")
 
 
 def fmt_vec(idx) -> str:
-    return "⟨" + " ".join(fmt_index(i) for i in idx) + "⟩"
+    # components are separated by spaces, so a sum is parenthesised: ⟨(n - i - 1) j⟩
+    def comp(i):
+        s = fmt_index(i)
+        return f"({s})" if isinstance(sp.sympify(i), sp.Add) else s
+    return "⟨" + " ".join(comp(i) for i in idx) + "⟩"
 
 
 # --------------------------------------------------------------------------- ψ-reduction
@@ -515,3 +522,71 @@ def format_dnf(d: DNF) -> str:
 
 def format_trace(d: DNF) -> str:
     return "\n".join(f"[{t.rule}] {t.before}  ⇒  {t.after}" for t in d.trace)
+
+
+# --------------------------------------------------------------------------- direct evaluation
+
+
+def evaluate_dnf(d: DNF, arrays: dict, sizes: dict | None = None) -> dict:
+    """Evaluate the DNF element by element (plain Python): used by the tests to check the
+    ψ-reduction against the reference interpreter on small shapes."""
+    import itertools
+    import math
+
+    import numpy as np
+
+    from .interp import bind_sizes
+
+    env = bind_sizes(d.program, arrays, sizes)
+    store = {k: np.asarray(v, dtype=np.float64) for k, v in arrays.items()}
+    fns2 = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+            "div": lambda a, b: a / b if b != 0 else math.copysign(math.inf, a) if a != 0 else math.nan,
+            "max": max, "min": min, "pow": lambda a, b: a ** b}
+    fns1 = {"neg": lambda a: -a, "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "abs": abs,
+            "recip": lambda a: 1.0 / a}
+    ident = {"add": 0.0, "mul": 1.0, "max": -math.inf, "min": math.inf}
+
+    def ival(x, ienv) -> int:
+        v = sp.sympify(x).xreplace(ienv)
+        if not v.is_Integer:
+            raise ValueError(f"index {x} did not evaluate to an integer: {v}")
+        return int(v)
+
+    def ev(e, ienv):
+        match e:
+            case DRead(array=a, index=idx):
+                ix = tuple(ival(i, ienv) for i in idx)
+                arr = store[a]
+                for k, i in enumerate(ix):
+                    if not 0 <= i < arr.shape[k]:
+                        raise IndexError(f"DNF reads {a}{list(ix)} outside shape {arr.shape}")
+                return float(arr[ix])
+            case DConst(value=v):
+                return float(v)
+            case DIndex(expr=x):
+                return float(ival(x, ienv))
+            case DOp(op=op, args=(a,)):
+                return fns1[op](ev(a, ienv))
+            case DOp(op=op, args=(a, b)):
+                return fns2[op](ev(a, ienv), ev(b, ienv))
+            case DReduce(op=op, var=v, extent=ext, body=b):
+                acc = ident[op]
+                for i in range(ival(ext, ienv)):
+                    acc = fns2[op](acc, ev(b, {**ienv, v: sp.Integer(i)}))
+                return acc
+            case DSelect(cond=c, then=t, other=o):
+                return ev(t, ienv) if bool(sp.sympify(c).xreplace(ienv)) else ev(o, ienv)
+        raise TypeError(e)
+
+    out = {}
+    base = dict(env)
+    for st in d.stmts:
+        shape = tuple(ival(s, base) for s in st.shape)
+        res = np.empty(shape, dtype=np.float64)
+        for ix in itertools.product(*(range(s) for s in shape)):
+            ienv = {**base, **{v: sp.Integer(i) for v, i in zip(st.vars, ix)}}
+            res[ix] = ev(st.body, ienv)
+        store[st.name] = res
+        if st.role == "output":
+            out[st.name] = res
+    return out

@@ -20,8 +20,8 @@ def bind_sizes(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) 
     """Infer the size symbols from the input arrays' shapes and check consistency."""
     import sympy as sp
 
-    env = {s: int(v) for s, v in (sizes or {}).items()}
-    env = {sym: env[sym.name] for sym in program.sizes if sym.name in env}
+    given = {s: int(v) for s, v in (sizes or {}).items()}
+    env = {sym: sp.Integer(given[sym.name]) for sym in program.sizes if sym.name in given}
     for info in program.inputs:
         if info.name not in arrays:
             raise ArgumentError(f"missing input '{info.name}'")
@@ -32,7 +32,7 @@ def bind_sizes(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) 
         for dim, ext in zip(a.shape, info.shape):
             ext = sp.sympify(ext)
             if isinstance(ext, sp.Symbol) and ext not in env:
-                env[ext] = int(dim)
+                env[ext] = sp.Integer(dim)
     for info in program.inputs:
         a = np.asarray(arrays[info.name])
         for ax, (dim, ext) in enumerate(zip(a.shape, info.shape)):
