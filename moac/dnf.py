@@ -403,7 +403,9 @@ def _extended(a: C.Core, ctx: _Ctx):
         return DRead(name, tuple(free))
     base = a.name if isinstance(a, C.CNamed) else "t"
     name, k = base, 1
-    while name in ctx.temp_names or name in {i.name for i in ctx.program.inputs} | {o[0] for o in ctx.program.outputs}:
+    taken = ({i.name for i in ctx.program.inputs} | {o[0] for o in ctx.program.outputs}
+             | {s.name for s in ctx.program.sizes} | ctx.used)   # a temp must not shadow a size or index
+    while name in ctx.temp_names or name in taken:
         k += 1
         name = f"{base}{k}"
     ctx.temp_names.add(name)
