@@ -197,6 +197,11 @@ def same_shape(a: Shape, b: Shape) -> bool:
     return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
 
 
+def show_expr(e) -> str:
+    """A size expression as a user reads it: n^2, m·n (not sympy's n**2, m*n)."""
+    return str(sp.sympify(e)).replace("**", "^").replace("*", "·")
+
+
 def show_shape(shape: Shape) -> str:
     return "⟨" + " ".join(str(s) for s in shape) + "⟩"
 
@@ -372,8 +377,8 @@ class _Elab:
             new = self.static_vector(left, scope, "the new shape of ρ")
             if not same(sp.Mul(*new), sp.Mul(*a.shape)):
                 raise self.err(ShapeError, f"reshape to {show_shape(new)} must keep the number of elements: "
-                               f"π{show_shape(new)} = {sp.Mul(*new)} but τ{self.text(right)} = "
-                               f"{sp.Mul(*a.shape)}", node)
+                               f"π{show_shape(new)} = {show_expr(sp.Mul(*new))} but τ{self.text(right)} = "
+                               f"{show_expr(sp.Mul(*a.shape))}", node)
             return CReshape(node.span, tuple(new), a)
         if op == "transpose":
             perm = self.static_vector(left, scope, "the permutation of ⍉")
@@ -511,7 +516,8 @@ class _Elab:
         if not same(a.shape[-1], b.shape[0]):
             notes = []
             if b.rank >= 2 and same(a.shape[-1], b.shape[-1]):
-                lt, rt = self.text(arg_nodes[0]), self.text(arg_nodes[1])
+                lt, rt = (self.text(n) if isinstance(n, (S.Name, S.Vector)) else f"({self.text(n)})"
+                          for n in arg_nodes)
                 notes.append(f"to pair {lt} with each row of {rt} (contract with its last axis), write "
                              f"`{lt} {self.text(fn)} ⍉{rt}` or `{lt} ({self.text(fn)} Ω⟨1 1⟩) {rt}`")
             raise self.err(ShapeError, f"inner product {self.text(fn)} contracts the last axis of the left operand "
