@@ -1,0 +1,79 @@
+"""Shared helpers for the front-end tests (parser, shapes, DNF, interpreter).
+
+The helpers are plain functions so that any test module can `from conftest import ...`
+(pytest puts tests/ on sys.path).  None of them needs a C compiler.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sympy as sp
+
+import moac
+from moac.core import size_symbol
+from moac.dnf import evaluate_dnf
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def sym(name: str) -> sp.Symbol:
+    """The sympy symbol moac uses for the size `name`."""
+    return size_symbol(name)
+
+
+def concrete_shape(shape, sizes: dict) -> tuple:
+    env = {sym(k): v for k, v in sizes.items()}
+    return tuple(int(sp.sympify(s).xreplace(env)) for s in shape)
+
+
+def random_inputs(prog: moac.Program, sizes: dict, seed: int = 0) -> dict:
+    """Seeded standard-normal float64 arrays for every input of `prog`."""
+    rng = np.random.default_rng(seed)
+    return {i.name: rng.standard_normal(concrete_shape(i.shape, sizes)) for i in prog.inputs}
+
+
+def program(src_or_prog, filename: str = "<test>") -> moac.Program:
+    if isinstance(src_or_prog, moac.Program):
+        return src_or_prog
+    return moac.parse(src_or_prog, filename)
+
+
+def check_dnf(src_or_prog, sizes: dict, seed: int = 0, arrays: dict | None = None) -> dict:
+    """Evaluate the DNF index by index and the source program with numpy; assert they agree.
+
+    Returns the interpreter's results."""
+    prog = program(src_or_prog)
+    arrays = random_inputs(prog, sizes, seed) if arrays is None else arrays
+    ref = prog.evaluate(sizes=sizes, **arrays)
+    got = evaluate_dnf(prog.dnf(), arrays, sizes)
+    assert set(got) == set(ref)
+    for name, want in ref.items():
+        want = np.asarray(want, dtype=np.float64)
+        assert got[name].shape == want.shape, (name, got[name].shape, want.shape)
+        expect_shape = concrete_shape(dict(prog.core.outputs)[name].shape, sizes)
+        assert want.shape == expect_shape, (name, want.shape, expect_shape)
+        np.testing.assert_allclose(got[name], want, rtol=1e-12, atol=1e-12, err_msg=name)
+    return ref
+
+
+def strip(node):
+    """An AST as nested tuples without source spans or spellings (for structural equality)."""
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        return (type(node).__name__,) + tuple(
+            strip(getattr(node, f.name)) for f in dataclasses.fields(node) if f.name not in ("span", "text"))
+    if isinstance(node, (tuple, list)):
+        return tuple(strip(x) for x in node)
+    return node
+
+
+def output_shapes(src: str) -> dict:
+    return {name: node.shape for name, node in moac.parse(src).core.outputs}
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)

@@ -1,0 +1,231 @@
+"""Error messages: exact text and position for malformed and ill-shaped programs, and the
+CLI's `file:line:col: error:` report with a non-zero exit and never a traceback."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import moac
+from moac import cli
+from conftest import ROOT
+
+V = "size n, m\ninput x : f32 ⟨n⟩\ninput y : f32 ⟨m⟩\ninput A : f32 ⟨n m⟩\ninput B : f32 ⟨m n⟩\n"  # 5 lines
+SCORES = "size n, dk\ninput q : f32 ⟨dk⟩\ninput K : f32 ⟨n dk⟩\n"  # 3 lines
+
+# id: (source, error class, exact message, line, column)
+CASES = {
+    "syntax-dangling-operator": (
+        V + "z = x + \noutput z", moac.ParseError,
+        "unexpected end of line; expected an expression or statement", 6, 9),
+    "syntax-unclosed-paren": (
+        V + "z = (x + 1\noutput z", moac.ParseError, "unexpected end of line; expected )", 6, 11),
+    "syntax-bad-character": (
+        V + "z = x @ 1\noutput z", moac.ParseError, "unexpected character '@'", 6, 7),
+    "syntax-bad-dtype": (
+        "size n\ninput x : i32 ⟨n⟩\n", moac.ParseError,
+        "unexpected 'i32'; expected a dtype (f32, f64, f16, bf16)", 2, 11),
+    "syntax-two-operands": (
+        V + "z = x y\noutput z", moac.ParseError,
+        "unexpected 'y'; expected an expression or statement", 6, 7),
+    "undefined-name": (
+        V + "z = x + w\noutput z", moac.NameError_, "undefined name 'w'", 6, 9),
+    "undefined-size": (
+        "input x : f32 ⟨n⟩\ny = x\n", moac.NameError_, "undefined name 'n'", 1, 16),
+    "undefined-output": (
+        V + "z = x\noutput w", moac.NameError_, "output 'w' is not defined", 7, 8),
+    "redefinition": (
+        V + "x = x + 1\n", moac.NameError_, "'x' is already defined (line 2)", 6, 1),
+    "elementwise-shape-mismatch": (
+        V + "z = x + y\noutput z", moac.ShapeError,
+        "+ needs operands of equal shape or a scalar; got ⟨n⟩ and ⟨m⟩", 6, 5),
+    "elementwise-mismatch-inner-position": (
+        V + "z = 2 × A − B\noutput z", moac.ShapeError,
+        "− needs operands of equal shape or a scalar; got ⟨n m⟩ and ⟨m n⟩", 6, 9),
+    "omega-frames-differ": (
+        V + "z = A (+ Ω⟨1 1⟩) B\noutput z", moac.ShapeError,
+        "Ω frames must be equal or one empty: the left frame is ⟨n⟩, the right frame ⟨m⟩", 6, 5),
+    "omega-rank-too-large": (
+        V + "z = (+ red) Ω⟨3⟩ A\noutput z", moac.ShapeError,
+        "Ω cell rank 3 is not within 0 … 2 (the rank of 'A')", 6, 14),
+    "omega-wrong-number-of-ranks": (
+        V + "z = A (+ Ω⟨1⟩) A\noutput z", moac.ShapeError, "a dyadic Ω needs 2 rank(s), got ⟨1⟩", 6, 11),
+    "transpose-not-a-permutation": (
+        V + "z = ⟨0 0⟩ ⍉ A\noutput z", moac.ShapeError,
+        "dyadic ⍉ needs a permutation of ⟨0 … 1⟩ for an operand of rank 2; got ⟨0 0⟩", 6, 5),
+    "transpose-wrong-length": (
+        V + "z = ⟨1 2 0⟩ ⍉ A\noutput z", moac.ShapeError,
+        "dyadic ⍉ needs a permutation of ⟨0 … 1⟩ for an operand of rank 2; got ⟨1 2 0⟩", 6, 5),
+    "reshape-changes-tau-symbolic": (
+        V + "z = ⟨n n⟩ ρ A\noutput z", moac.ShapeError,
+        "reshape to ⟨n n⟩ must keep the number of elements: π⟨n n⟩ = n^2 but τA = m·n", 6, 5),
+    "reshape-changes-tau-constant": (
+        "input A : f32 ⟨2 3⟩\nz = ⟨4 2⟩ ρ A\n", moac.ShapeError,
+        "reshape to ⟨4 2⟩ must keep the number of elements: π⟨4 2⟩ = 8 but τA = 6", 2, 5),
+    "psi-index-equals-length": (
+        "size n\ninput A : f32 ⟨3 n⟩\nz = ⟨3⟩ ψ A\n", moac.ShapeError,
+        "ψ index component 0 is 3, outside 0 ≤ i < 3", 3, 5),
+    "psi-index-equals-symbolic-length": (
+        "size n\ninput A : f32 ⟨3 n⟩\nz = ⟨0 n⟩ ψ A\n", moac.ShapeError,
+        "ψ index component 1 is n, outside 0 ≤ i < n", 3, 5),
+    "psi-index-negative": (
+        "size n\ninput A : f32 ⟨3 n⟩\nz = ⟨¯1⟩ ψ A\n", moac.ShapeError,
+        "ψ index component 0 is -1, outside 0 ≤ i < 3", 3, 5),
+    "psi-index-too-long": (
+        "size n\ninput A : f32 ⟨3 n⟩\nz = ⟨0 0 0⟩ ψ A\n", moac.ShapeError,
+        "ψ index ⟨0 0 0⟩ has 3 components but the array has rank 2", 3, 5),
+    "recursion": (
+        "fn f x {\n  f x + 1\n}\nsize n\ninput x : f32 ⟨n⟩\ny = f x\n", moac.NameError_,
+        "'f' calls itself; recursive functions are not supported", 2, 3),
+    "mutual-recursion": (
+        "fn f x {\n  g x\n}\nfn g x {\n  f x\n}\nsize n\ninput x : f32 ⟨n⟩\ny = f x\n", moac.NameError_,
+        "'f' calls itself; recursive functions are not supported", 5, 3),
+    "catenation-items-differ": (
+        V + "z = A # B\noutput z", moac.ShapeError,
+        "# needs items of the same shape: ⟨n m⟩ # ⟨m n⟩ (1 ▽ ρ of each side, or an item of shape ⟨m⟩)", 6, 5),
+    "take-too-many": (
+        "input A : f32 ⟨3 4⟩\nz = ¯5 △ A\n", moac.ShapeError,
+        "△ count -5 is larger than the axis length 3", 2, 5),
+    "reduce-with-minus": (
+        V + "z = − red x\noutput z", moac.ShapeError, "red reduces with +, ×, max or min", 6, 5),
+    "reduce-a-scalar": (
+        "z = + red 3\n", moac.ShapeError, "+ red needs an array of rank ≥ 1, got a scalar", 1, 11),
+    "inner-lengths-differ": (
+        V + "z = A +.× A\noutput z", moac.ShapeError,
+        "inner product +.× contracts the last axis of the left operand (length m) with the first axis of "
+        "the right operand (length n); they differ (⟨n m⟩ vs ⟨n m⟩)", 6, 5),
+    "monadic-function-used-dyadically": (
+        V + "z = x softmax x\noutput z", moac.ShapeError,
+        "'softmax' is monadic (takes 1 argument(s)), given 2", 6, 7),
+    "iota-of-an-array": (
+        V + "z = ι x\noutput z", moac.ShapeError, "ι needs a static integer, got 'x'", 6, 7),
+    "psi-index-not-static": (
+        V + "z = x ψ A\noutput z", moac.ShapeError,
+        "a ψ index must be a static vector (numbers and sizes), got 'x'", 6, 5),
+    "function-as-value": (
+        V + "z = softmax\noutput z", moac.ParseError,
+        "unexpected end of line; expected an expression or statement", 6, 12),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
+def test_error_message_and_position(case):
+    src, cls, msg, line, col = CASES[case]
+    with pytest.raises(cls) as info:
+        moac.parse(src, "bad.moa")
+    e = info.value
+    assert e.message == msg
+    assert (e.span.line, e.span.col) == (line, col)
+    text = e.render()
+    assert text.startswith(f"bad.moa:{line}:{col}: error: {msg}")
+    # the source line and a caret under the offending column
+    lines = text.splitlines()
+    assert lines[1] == "    " + src.splitlines()[line - 1]
+    assert lines[2].index("^") == 4 + col - 1
+
+
+def test_caret_spans_the_offending_expression():
+    with pytest.raises(moac.ShapeError) as info:
+        moac.parse(V + "z = x + y\noutput z", "bad.moa")
+    assert info.value.render().splitlines()[2] == "        ^~~~~"
+
+
+def test_seed_paper_score_step_names_both_fixes():
+    """`q (+.× Ω⟨1 2⟩) K` contracts q with K's first axis: a shape error naming both fixes."""
+    with pytest.raises(moac.ShapeError) as info:
+        moac.parse(SCORES + "s = q (+.× Ω⟨1 2⟩) K\noutput s", "paper.moa")
+    e = info.value
+    assert (e.span.line, e.span.col) == (4, 5)
+    assert e.message == ("inner product +.× contracts the last axis of the left operand (length dk) with "
+                         "the first axis of the right operand (length n); they differ (⟨dk⟩ vs ⟨n dk⟩)")
+    note = " ".join(e.notes)
+    assert "`q +.× ⍉K`" in note
+    assert "`q (+.× Ω⟨1 1⟩) K`" in note
+    assert "q +.× ⍉K" in e.render() and "q (+.× Ω⟨1 1⟩) K" in e.render()
+
+
+def test_suggested_fixes_in_the_note_are_valid_programs():
+    for lhs in ("q", "(q × 2)"):
+        with pytest.raises(moac.ShapeError) as info:
+            moac.parse(SCORES + f"s = {lhs} +.× K + 1\noutput s")
+        fixes = info.value.notes[0].split("`")[1::2]
+        assert len(fixes) == 2
+        dnfs = {str(moac.parse(SCORES + f"s = {f}\noutput s").dnf()) for f in fixes}
+        assert len(dnfs) == 1
+
+
+def test_error_inside_a_prelude_function_says_where_it_was_applied():
+    with pytest.raises(moac.ShapeError) as info:
+        moac.parse(V + "z = softmax A\noutput z", "bad.moa")
+    e = info.value
+    assert e.source.filename == "<prelude>"
+    assert e.notes == ("in 'softmax' applied at bad.moa:6:5",)
+
+
+def test_program_without_result():
+    with pytest.raises(moac.MoacError, match="the program computes nothing"):
+        moac.parse("size n\ninput x : f32 ⟨n⟩\n")
+
+
+def test_runtime_size_constraints_are_checked():
+    import numpy as np
+    p = moac.parse("size n\ninput x : f32 ⟨n⟩\ny = 3 △ x\noutput y")
+    assert "3 <= n" in str(p.dnf())
+    with pytest.raises(moac.ArgumentError, match="must not exceed"):
+        p.evaluate(x=np.zeros(2))
+    assert p.evaluate(x=np.arange(4.0))["y"].tolist() == [0.0, 1.0, 2.0]
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+@pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
+def test_cli_reports_position_and_exits_nonzero(case, tmp_path, capsys):
+    src, _cls, msg, line, col = CASES[case]
+    f = tmp_path / "bad.moa"
+    f.write_text(src, encoding="utf-8")
+    rc = cli.main(["dnf", str(f)])
+    out, err = capsys.readouterr()
+    assert rc != 0
+    assert err.startswith(f"{f}:{line}:{col}: error: {msg}\n")
+    assert "^" in err
+    assert "Traceback" not in err and out == ""
+
+
+@pytest.mark.parametrize("case", ["syntax-unclosed-paren", "omega-frames-differ", "recursion"])
+def test_cli_subprocess_no_traceback(case, tmp_path):
+    src, _cls, msg, line, col = CASES[case]
+    f = tmp_path / "bad.moa"
+    f.write_text(src, encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "moac", "dnf", str(f)], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120)
+    assert r.returncode != 0
+    assert r.stderr.startswith(f"{f}:{line}:{col}: error: {msg}")
+    assert "Traceback" not in r.stderr
+
+
+def test_cli_seed_paper_form(tmp_path):
+    f = tmp_path / "paper.moa"
+    f.write_text(SCORES + "s = q (+.× Ω⟨1 2⟩) K\noutput s\n", encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "moac", "dnf", str(f)], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120)
+    assert r.returncode != 0
+    assert r.stderr.startswith(f"{f}:4:5: error: inner product +.×")
+    assert "q +.× ⍉K" in r.stderr and "q (+.× Ω⟨1 1⟩) K" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_cli_missing_file_is_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["dnf", str(tmp_path / "nope.moa")])
+    assert info.value.code != 0
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_cli_good_file_prints_dnf_and_trace(capsys):
+    rc = cli.main(["dnf", str(ROOT / "examples" / "decode.moa"), "--trace"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and err == ""
+    assert "[ψ-transpose]" in out and "[ψ-inner]" in out and "[temporary]" in out
+    assert "⟨l j⟩ψK" in out
