@@ -1,0 +1,188 @@
+"""C source -> loaded kernel (stage 6: `build`).
+
+gcc runs without a shell; libraries live in a content-hashed cache (key = C source
++ compiler argv + compiler version + moac version) and are named by the key, so a
+changed kernel never reuses a stale dlopen handle.  A library is built into a
+temporary file and renamed into place, which makes concurrent builds of the same
+key safe.  cffi loads it in ABI mode from the same Signature that printed the C
+prototype; a call checks dtype, layout and shapes before any C runs.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import sympy as sp
+
+from .codegen import Signature, signature, to_c
+from .errors import ArgumentError, BuildError
+from .onf import ONF
+from .targets import get_target
+
+NP_DTYPE = {"float": np.float32, "double": np.float64}
+BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared")
+OFFLOAD_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-ffast-math", "-fno-finite-math-only",
+                 "-fopenacc", "-foffload=nvptx-none", "-foffload-options=nvptx-none=-misa=sm_80",
+                 "-foffload-options=-lm")
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("MOAC_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "moac")
+    p = Path(root)
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+@functools.cache
+def compiler_version(cc: str) -> str:
+    try:
+        r = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False)
+    except OSError as e:
+        raise BuildError(f"cannot run the C compiler {cc!r}: {e.strerror}", [cc, "--version"], "", "") from None
+    return r.stdout.splitlines()[0] if r.stdout else cc
+
+
+def compile_flags(target: str, offload: str = "none", werror: bool = False) -> list[str]:
+    """The gcc flags for a target.  Host builds disable offloading explicitly: with the
+    nvptx offload compiler installed, plain -fopenacc would also build (and fail) for sm_35."""
+    t = get_target(target)
+    if offload == "nvptx":
+        if t.name != "openacc":
+            raise ValueError("--offload nvptx needs --target openacc")
+        flags = list(OFFLOAD_FLAGS)
+    else:
+        flags = list(BASE_FLAGS) + list(t.cflags)
+        if t.name == "openacc":
+            flags.append("-foffload=disable")
+    if werror:
+        flags += ["-Wall", "-Werror"]
+    return flags
+
+
+def _atomic_write(path: Path, data: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def build_library(c_source: str, flags: list[str], cc: str = "gcc") -> Path:
+    """Compile C source into a shared library in the cache; return its path."""
+    from . import __version__
+    argv_tail = list(flags) + ["-lm"]
+    key = hashlib.sha256("\0".join([c_source, " ".join([cc] + argv_tail), compiler_version(cc),
+                                    __version__]).encode()).hexdigest()[:24]
+    root = cache_dir()
+    lib = root / f"moac_{key}.so"
+    if lib.exists():
+        return lib
+    c_file = root / f"moac_{key}.c"
+    if not c_file.exists():
+        _atomic_write(c_file, c_source)
+    fd, tmp = tempfile.mkstemp(prefix=f".moac_{key}.", suffix=".so", dir=root)
+    os.close(fd)
+    argv = [cc] + list(flags) + ["-o", tmp, str(c_file), "-lm"]
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, check=False)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise BuildError(f"cannot run the C compiler {cc!r}: {e.strerror}", argv, "", str(c_file)) from None
+    if r.returncode != 0:
+        Path(tmp).unlink(missing_ok=True)
+        raise BuildError(f"the C compiler failed (exit {r.returncode})", argv, r.stderr, str(c_file))
+    os.replace(tmp, lib)
+    return lib
+
+
+@dataclass
+class Kernel:
+    """A compiled, loaded program: call it with numpy arrays, get a dict of outputs."""
+    onf: ONF
+    c_source: str
+    library: Path
+    signature: Signature
+    flags: list
+
+    def __post_init__(self):
+        import cffi
+        self._ffi = cffi.FFI()
+        self._ffi.cdef(self.signature.cdef())
+        self._lib = self._ffi.dlopen(str(self.library))
+        self._fn = getattr(self._lib, self.signature.fname)
+
+    def _bind(self, arrays: dict) -> tuple[dict, dict]:
+        prog = self.onf.dnf.program
+        want = NP_DTYPE[self.signature.ctype]
+        names = {i.name for i in prog.inputs}
+        extra = set(arrays) - names
+        if extra:
+            raise ArgumentError(f"unexpected argument(s) {', '.join(sorted(extra))}; the kernel takes "
+                                f"{', '.join(i.name for i in prog.inputs)}")
+        env = {sp.Symbol(k, integer=True, nonnegative=True): sp.Integer(v) for k, v in self.onf.fixed.items()}
+        for info in prog.inputs:
+            if info.name not in arrays:
+                raise ArgumentError(f"missing input '{info.name}'")
+            a = arrays[info.name]
+            if not isinstance(a, np.ndarray):
+                raise ArgumentError(f"input '{info.name}' must be a numpy array, got {type(a).__name__}")
+            if a.dtype != want:
+                raise ArgumentError(f"input '{info.name}' must have dtype {np.dtype(want).name} "
+                                    f"(declared {info.dtype}), got {a.dtype}")
+            if not a.flags.c_contiguous:
+                raise ArgumentError(f"input '{info.name}' must be C-contiguous (use np.ascontiguousarray)")
+            if a.ndim != len(info.shape):
+                raise ArgumentError(f"input '{info.name}' must have rank {len(info.shape)}, got shape {a.shape}")
+            for ext, dim in zip(info.shape, a.shape):
+                ext = sp.sympify(ext)
+                if isinstance(ext, sp.Symbol) and ext not in env:
+                    env[ext] = sp.Integer(dim)
+        for info in prog.inputs:
+            a = arrays[info.name]
+            for ax, (ext, dim) in enumerate(zip(info.shape, a.shape)):
+                v = sp.sympify(ext).xreplace(env)
+                if not v.is_Integer:
+                    raise ArgumentError(f"cannot determine {ext} from the arguments' shapes")
+                if int(v) != dim:
+                    fixed = " (fixed at compile time)" if str(ext) in self.onf.fixed else ""
+                    raise ArgumentError(f"input '{info.name}' axis {ax} must have length {ext} = {int(v)}{fixed}, "
+                                        f"got {dim}")
+        for c in prog.constraints:
+            if not bool(sp.sympify(c.cond).xreplace(env)):
+                raise ArgumentError(c.message)
+        return {str(k): int(v) for k, v in env.items()}, env
+
+    def __call__(self, **arrays) -> dict:
+        sizes, env = self._bind(arrays)
+        ffi = self._ffi
+        outs, args = {}, []
+        for p in self.signature.params:
+            if p.kind == "input":
+                args.append(ffi.cast(f"{p.ctype} *", arrays[p.name].ctypes.data))
+            elif p.kind == "output":
+                shape = tuple(int(sp.sympify(s).xreplace(env)) for s in p.shape)
+                out = np.empty(shape, dtype=NP_DTYPE[p.ctype])
+                outs[p.name] = out
+                args.append(ffi.cast(f"{p.ctype} *", out.ctypes.data))
+            else:
+                args.append(sizes[p.name])
+        rc = self._fn(*args)
+        if rc != 0:
+            raise MemoryError(f"{self.signature.fname}: scratch memory could not be allocated")
+        return outs
+
+
+def build(onf: ONF, cc: str = "gcc", werror: bool = False, extra_flags: tuple = ()) -> Kernel:
+    if shutil.which(cc) is None and not os.path.exists(cc):
+        raise BuildError(f"C compiler {cc!r} not found", [cc], "", "")
+    src = to_c(onf)
+    flags = compile_flags(onf.target, werror=werror) + list(extra_flags)
+    lib = build_library(src, flags, cc)
+    return Kernel(onf, src, lib, signature(onf), flags)

@@ -1,0 +1,222 @@
+"""moac's own small C IR and its precedence-aware printer.
+
+The ONF is frozen into this IR (no sympy past this point).  Integer index
+arithmetic is int64_t; floor division and modulo of possibly negative operands go
+through helpers (`moac_floordiv`, `moac_mod`), never C's truncating `/` and `%`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# --------------------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True, slots=True)
+class Var:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Int:
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class Num:
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class Bin:
+    op: str        # + - * / < <= == != && ||  (on ints or floats)
+    a: object
+    b: object
+
+
+@dataclass(frozen=True, slots=True)
+class Neg:
+    a: object
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    fn: str
+    args: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    array: str
+    index: object
+
+
+@dataclass(frozen=True, slots=True)
+class Cond:
+    cond: object
+    a: object
+    b: object
+
+
+@dataclass(frozen=True, slots=True)
+class Cast:
+    ctype: str
+    a: object
+
+
+# --------------------------------------------------------------------------- statements
+
+
+@dataclass(frozen=True, slots=True)
+class Decl:
+    ctype: str
+    name: str
+    init: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class Assign:
+    name: str
+    value: object
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    array: str
+    index: object
+    value: object
+
+
+@dataclass(frozen=True, slots=True)
+class For:
+    var: str
+    extent: object
+    body: tuple
+    pragma: str | None = None
+    comment: str | None = None
+    start: object = Int(0)
+
+
+@dataclass(frozen=True, slots=True)
+class If:
+    cond: object
+    then: tuple
+    other: tuple = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    body: tuple
+    pragma: str | None = None
+    comment: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Comment:
+    text: str
+
+
+# --------------------------------------------------------------------------- printer
+
+_PREC = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4,
+         "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
+
+
+def fmt_float(v: float, ctype: str) -> str:
+    import math
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "-INFINITY"
+    if math.isnan(v):
+        return "NAN"
+    s = repr(float(v))
+    if "e" not in s and "." not in s:
+        s += ".0"
+    return s + ("f" if ctype == "float" else "")
+
+
+def expr(e, ctype: str = "float", prec: int = 0) -> str:
+    """Print an expression; `ctype` decides float literal suffixes."""
+    match e:
+        case Var(name=n):
+            return n
+        case Int(value=v):
+            return str(v) if v >= 0 or prec == 0 else f"({v})"
+        case Num(value=v):
+            s = fmt_float(v, ctype)
+            return f"({s})" if (s.startswith("-") and prec > 0) else s
+        case Bin(op=op, a=a, b=b):
+            p = _PREC[op]
+            s = f"{expr(a, ctype, p)} {op} {expr(b, ctype, p + 1)}"
+            return f"({s})" if p < prec else s
+        case Neg(a=a):
+            return f"-{expr(a, ctype, 7)}"
+        case Call(fn=fn, args=args):
+            return f"{fn}({', '.join(expr(x, ctype) for x in args)})"
+        case Load(array=arr, index=i):
+            return f"{arr}[{expr(i, ctype)}]"
+        case Cond(cond=c, a=a, b=b):
+            s = f"{expr(c, ctype, 1)} ? {expr(a, ctype, 1)} : {expr(b, ctype, 1)}"
+            return f"({s})" if prec > 0 else s
+        case Cast(ctype=t, a=a):
+            return f"({t}){expr(a, ctype, 7)}"
+    raise TypeError(e)
+
+
+def stmts(body, ctype: str = "float", indent: int = 1) -> list[str]:
+    pad = "    " * indent
+    out: list[str] = []
+    for s in body:
+        match s:
+            case Decl(ctype=t, name=n, init=init):
+                out.append(f"{pad}{t} {n}" + (f" = {expr(init, ctype)};" if init is not None else ";"))
+            case Assign(name=n, value=v):
+                out.append(f"{pad}{n} = {expr(v, ctype)};")
+            case Store(array=a, index=i, value=v):
+                out.append(f"{pad}{a}[{expr(i, ctype)}] = {expr(v, ctype)};")
+            case For(var=v, extent=ext, body=b, pragma=pr, comment=cm, start=st):
+                if pr:
+                    out.append(f"{pad}{pr}")
+                head = f"{pad}for (int64_t {v} = {expr(st, ctype)}; {v} < {expr(ext, ctype)}; ++{v}) {{"
+                out.append(head + (f"  /* {cm} */" if cm else ""))
+                out += stmts(b, ctype, indent + 1)
+                out.append(f"{pad}}}")
+            case If(cond=c, then=t, other=o):
+                out.append(f"{pad}if ({expr(c, ctype)}) {{")
+                out += stmts(t, ctype, indent + 1)
+                if o:
+                    out.append(f"{pad}}} else {{")
+                    out += stmts(o, ctype, indent + 1)
+                out.append(f"{pad}}}")
+            case Block(body=b, pragma=pr, comment=cm):
+                if cm:
+                    out.append(f"{pad}/* {cm} */")
+                if pr:
+                    out.append(f"{pad}{pr}")
+                out.append(f"{pad}{{")
+                out += stmts(b, ctype, indent + 1)
+                out.append(f"{pad}}}")
+            case Comment(text=t):
+                out.append(f"{pad}/* {t} */")
+            case _:
+                raise TypeError(s)
+    return out
+
+
+# --------------------------------------------------------------------------- small builders
+
+
+def add(a, b):
+    if isinstance(a, Int) and a.value == 0:
+        return b
+    if isinstance(b, Int) and b.value == 0:
+        return a
+    if isinstance(b, Int) and b.value < 0:
+        return Bin("-", a, Int(-b.value))
+    return Bin("+", a, b)
+
+
+def mul(a, b):
+    if isinstance(a, Int) and a.value == 1:
+        return b
+    if isinstance(b, Int) and b.value == 1:
+        return a
+    return Bin("*", a, b)

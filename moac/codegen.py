@@ -1,0 +1,143 @@
+"""ONF -> C source (stage 5: `to_c`).
+
+The file skeleton is a Jinja2 template (templates/kernel.c.j2); loop nests are
+printed from the ONF's frozen C IR by moac.cir.  One `Signature` drives the C
+prototype, the cffi declaration and the argument checks of the loaded kernel.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import jinja2
+
+from . import cir
+from .onf import ONF, freeze, mangle
+from .targets import get_target
+
+HELPERS = (
+    "static inline int64_t moac_floordiv(int64_t a, int64_t b) { int64_t q = a / b; "
+    "return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }",
+    "static inline int64_t moac_ceildiv(int64_t a, int64_t b) { return -moac_floordiv(-a, b); }",
+    "static inline int64_t moac_mod(int64_t a, int64_t b) { int64_t r = a % b; "
+    "return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }",
+    "static inline int64_t moac_imin(int64_t a, int64_t b) { return a < b ? a : b; }",
+    "static inline int64_t moac_imax(int64_t a, int64_t b) { return a > b ? a : b; }",
+    "/* exp through exp2 of a prescaled argument: one fast hardware instruction on GPUs */\n"
+    "static inline float moac_expf(float x) { return exp2f(x * 1.44269504088896340736f); }",
+    "static inline double moac_exp(double x) { return exp(x); }",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    name: str        # the source name
+    cname: str       # the C identifier
+    kind: str        # input | output | size
+    ctype: str
+    shape: tuple = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    fname: str
+    params: tuple
+    ctype: str
+
+    def c_params(self) -> str:
+        out = []
+        for p in self.params:
+            if p.kind == "size":
+                out.append(f"int64_t {p.cname}")
+            elif p.kind == "input":
+                out.append(f"const {p.ctype} *restrict {p.cname}")
+            else:
+                out.append(f"{p.ctype} *restrict {p.cname}")
+        return ", ".join(out)
+
+    def cdef(self, device: bool = False) -> str:
+        params = re.sub(r"\brestrict\b ?", "", self.c_params())
+        return f"int {self.fname}{'_device' if device else ''}({params});"
+
+
+def function_name(filename: str) -> str:
+    stem = Path(filename).stem if filename and not filename.startswith("<") else "program"
+    stem = re.sub(r"[^A-Za-z0-9_]", "_", stem)
+    return f"moac_{stem}"
+
+
+def signature(onf: ONF) -> Signature:
+    prog = onf.dnf.program
+    bufs = {b.name: b for b in onf.buffers}
+    params = []
+    for i in prog.inputs:
+        params.append(Param(i.name, mangle(i.name), "input", onf.ctype, bufs[i.name].shape))
+    for name, _ in prog.outputs:
+        params.append(Param(name, mangle(name), "output", onf.ctype, bufs[name].shape))
+    for s in onf.params:
+        params.append(Param(s, mangle(s), "size", "int64_t"))
+    return Signature(function_name(prog.source.filename), tuple(params), onf.ctype)
+
+
+def _template_text() -> str:
+    try:
+        return resources.files("moac.templates").joinpath("kernel.c.j2").read_text(encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError, OSError):
+        return (Path(__file__).resolve().parent.parent / "templates" / "kernel.c.j2").read_text(encoding="utf-8")
+
+
+@cache
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True, autoescape=False)
+    return env.from_string(_template_text())
+
+
+def _count(e) -> str:
+    return cir.expr(freeze(e))
+
+
+def _body(onf: ONF, clause: str, indent: int) -> str:
+    lines: list[str] = []
+    for k in onf.kernels:
+        lines.append(f"{'    ' * indent}/* kernel {k.name}: {k.comment} */")
+        data = f"{clause}({', '.join(mangle(a) for a in k.arrays)})" if clause else ""
+        for ln in cir.stmts(k.code, onf.ctype, indent=indent):
+            lines.append(ln.replace("$ARRAYS", data).rstrip())
+    return "\n".join(lines)
+
+
+def to_c(onf: ONF) -> str:
+    from . import __version__
+    target = get_target(onf.target)
+    sig = signature(onf)
+    bufs = {b.name: b for b in onf.buffers}
+    scratch = [dict(name=mangle(b.name), count=_count(b.size)) for b in onf.buffers if b.role == "scratch"]
+    data_open = None
+    if target.data_open:
+        def sect(names):
+            return ", ".join(f"{mangle(n)}[0:{_count(bufs[n].size)}]" for n in names)
+        ins = [b.name for b in onf.buffers if b.role == "input"]
+        outs = [b.name for b in onf.buffers if b.role == "output"]
+        scr = [b.name for b in onf.buffers if b.role == "scratch"]
+        parts = []
+        if ins:
+            parts.append(f"copyin({sect(ins)})")
+        if outs:
+            parts.append(f"copyout({sect(outs)})")
+        if scr:
+            parts.append(f"create({sect(scr)})")
+        data_open = "#pragma acc data " + " ".join(parts)
+    summary = [f"traffic {str(onf.traffic)} bytes (minimum {str(onf.minimum)})"]
+    if onf.fixed:
+        summary.append("fixed sizes: " + ", ".join(f"{k} = {v}" for k, v in onf.fixed.items()))
+    return _template().render(
+        version=__version__, filename=onf.dnf.program.source.filename, target=onf.target, plan=onf.plan,
+        summary=summary, device_entry=target.device_entry, helpers=HELPERS, routine=target.name == "openacc",
+        fname=sig.fname, params=sig.c_params(), ctype=onf.ctype, scratch=scratch, data_open=data_open,
+        host_body=_body(onf, "present" if target.data_open else "", 2 if target.data_open else 1),
+        device_body=_body(onf, "deviceptr", 1),
+    )

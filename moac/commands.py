@@ -1,0 +1,155 @@
+"""The `compile` and `check` subcommands (the CLI module only parses arguments)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import sympy as sp
+
+from .dnf import DReduce, DOp, DSelect
+from .errors import ArgumentError, CheckError, MoacError
+
+DEFAULT_SIZE = 13     # a prime, so every lifting guard is exercised
+EPS = {"float": float(np.finfo(np.float32).eps), "double": float(np.finfo(np.float64).eps)}
+
+
+def random_inputs(prog, sizes: dict, dtype, seed: int) -> tuple[dict, dict]:
+    """Seeded standard-normal inputs for every declared input, all sizes bound."""
+    env = {}
+    for s in prog.core.sizes:
+        env[s] = sp.Integer(sizes.get(s.name, DEFAULT_SIZE))
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for info in prog.inputs:
+        shape = tuple(int(sp.sympify(e).xreplace(env)) for e in info.shape)
+        arrays[info.name] = rng.standard_normal(shape).astype(dtype)
+    return arrays, {k.name: int(v) for k, v in env.items()}
+
+
+def reduction_length(onf, sizes: dict) -> int:
+    """The longest chain of accumulations feeding one output element (error grows with it)."""
+    env = {sp.Symbol(k, integer=True, nonnegative=True): v for k, v in sizes.items()}
+
+    def length(e) -> int:
+        match e:
+            case DReduce(extent=ext, body=b):
+                return int(sp.sympify(ext).xreplace(env)) + length(b)
+            case DOp(args=args):
+                return max((length(a) for a in args), default=0)
+            case DSelect(then=t, other=o):
+                return max(length(t), length(o))
+        return 0
+    return sum(length(s.body) for s in onf.dnf.stmts) + 1
+
+
+def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: float) -> tuple[float, float, bool, tuple]:
+    if got.shape != ref.shape:
+        raise CheckError(f"output '{name}' has shape {got.shape}, the reference {ref.shape}")
+    if ref.size == 0:
+        return 0.0, 0.0, True, ()
+    g = got.astype(np.float64)
+    err = np.abs(g - ref)
+    finite = np.isfinite(ref)
+    err = np.where(finite, err, np.where(g == ref, 0.0, np.inf))
+    scale = max(1.0, float(np.max(np.abs(ref[finite]))) if finite.any() else 1.0)
+    worst = np.unravel_index(int(np.argmax(err)), err.shape)
+    max_abs = float(err[worst])
+    return max_abs, max_abs / scale, max_abs <= tol * scale, tuple(int(i) for i in worst)
+
+
+def check_command(prog, args, sizes: dict) -> int:
+    kern = prog.compile(target=args.target, sizes=sizes)
+    ctype = kern.signature.ctype
+    dtype = np.float32 if ctype == "float" else np.float64
+    arrays, all_sizes = random_inputs(prog, sizes, dtype, args.seed)
+    try:
+        got = kern(**arrays)
+        ref = prog.evaluate(sizes=all_sizes, **arrays)
+    except ArgumentError as e:
+        raise MoacError(f"{e.message}; choose sizes with -D") from None
+    L = reduction_length(kern.onf, all_sizes)
+    tol = 16 * EPS[ctype] * float(np.sqrt(L))
+    shown = " ".join(f"{k}={v}" for k, v in all_sizes.items())
+    print(f"check {prog.source.filename}: target {args.target}, sizes {shown}, seed {args.seed}")
+    ok_all = True
+    for name in prog.outputs:
+        max_abs, max_rel, ok, where = compare(name, got[name], ref[name], tol)
+        print(f"  {name}: max abs error {max_abs:.3e}, max rel error {max_rel:.3e} (tolerance {tol:.1e} "
+              f"relative to max|ref|, reduction length {L}) {'OK' if ok else 'MISMATCH at ' + str(where)}")
+        ok_all &= ok
+    if not ok_all:
+        print("check FAILED", file=sys.stderr)
+        return 1
+    return 0
+
+
+def compile_command(prog, args, sizes: dict) -> int:
+    from .cli import write_atomic
+    onf = prog.onf(target=args.target, sizes=sizes)
+    from .codegen import to_c
+    src = to_c(onf)
+    if args.offload != "none":
+        if not args.out:
+            raise MoacError("--offload needs -o OUT.c (the bundle is written beside it)")
+        write_atomic(args.out, src)
+        bundle(onf, src, Path(args.out))
+        return 0
+    if args.out:
+        write_atomic(args.out, src)
+    else:
+        sys.stdout.write(src)
+    return 0
+
+
+def bundle(onf, src: str, out: Path) -> None:
+    """A self-contained GPU bundle beside OUT.c: the offload library, the libgomp runtime
+    it needs, and a manifest the runner reads (bench/gpu_run.py)."""
+    from .build import OFFLOAD_FLAGS, build_library
+    from .codegen import signature
+    from .cli import write_atomic
+    if onf.target != "openacc":
+        raise MoacError("--offload nvptx needs --target openacc")
+    lib = build_library(src, list(OFFLOAD_FLAGS))
+    so = out.with_suffix(".so")
+    shutil.copyfile(lib, so)
+    libdir = out.parent / "lib"
+    libdir.mkdir(exist_ok=True)
+    for name in ("libgomp.so.1", "libgomp-plugin-nvptx.so.1"):
+        path = _find_lib(name)
+        if path is None:
+            raise MoacError(f"{name} not found; install gcc-12-offload-nvptx (apt-get install -y "
+                            "gcc-12-offload-nvptx)")
+        shutil.copyfile(path, libdir / name)
+    sig = signature(onf)
+    manifest = {
+        "source": onf.dnf.program.source.filename,
+        "function": sig.fname,
+        "ctype": sig.ctype,
+        "fixed": onf.fixed,
+        "params": [{"name": p.name, "kind": p.kind, "shape": [str(s) for s in p.shape]} for p in sig.params],
+        "flags": list(OFFLOAD_FLAGS),
+        "traffic_bytes": str(onf.traffic),
+        "minimum_bytes": str(onf.minimum),
+        "flops": str(onf.flops),
+    }
+    write_atomic(out.with_suffix(".json"), json.dumps(manifest, indent=2) + "\n")
+    print(f"wrote {out}, {so}, {out.with_suffix('.json')} and {libdir}/ (libgomp runtime)")
+
+
+def _find_lib(name: str):
+    try:
+        r = subprocess.run(["gcc", f"-print-file-name={name}"], capture_output=True, text=True, check=False)
+        p = Path(r.stdout.strip())
+        if p.is_absolute() and p.exists():
+            return p.resolve()
+    except OSError:
+        pass
+    for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"):
+        p = Path(d) / name
+        if p.exists():
+            return p
+    return None
