@@ -43,6 +43,9 @@ def write_atomic(path: str | Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -66,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="fix a size at compile time (repeatable)")
         if target:
             p.add_argument("--target", choices=TARGETS, default="openacc", help="code generation target")
+            p.add_argument("--unroll", type=int, default=4, metavar="U",
+                           help="tokens per vector pass in the split-K plan (default 4)")
 
     p = sub.add_parser("dnf", help="print the Denotational Normal Form")
     common(p, target=False)
@@ -101,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             print(_specialise_text(d, sizes))
             return 0
         if args.cmd == "onf":
-            print(prog.onf(target=args.target, sizes=sizes, mapping=args.mapping))
+            print(prog.onf(target=args.target, sizes=sizes, mapping=args.mapping, unroll=args.unroll))
             return 0
         if args.cmd == "compile":
             from .commands import compile_command

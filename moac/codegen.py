@@ -60,7 +60,9 @@ class Signature:
 
     def cdef(self, device: bool = False) -> str:
         params = re.sub(r"\brestrict\b ?", "", self.c_params())
-        return f"int {self.fname}{'_device' if device else ''}({params});"
+        if device:
+            return f"int {self.fname}_device({params}, void *workspace);"
+        return f"int {self.fname}({params});"
 
 
 def function_name(filename: str) -> str:
@@ -137,7 +139,9 @@ def to_c(onf: ONF) -> str:
     return _template().render(
         version=__version__, filename=onf.dnf.program.source.filename, target=onf.target, plan=onf.plan,
         summary=summary, device_entry=target.device_entry, helpers=HELPERS, routine=target.name == "openacc",
-        fname=sig.fname, params=sig.c_params(), ctype=onf.ctype, scratch=scratch, data_open=data_open,
+        fname=sig.fname, params=sig.c_params(), ctype=onf.ctype,
+        size_params=", ".join(f"int64_t {p.cname}" for p in sig.params if p.kind == "size") or "void",
+        size_args=", ".join(p.cname for p in sig.params if p.kind == "size"), scratch=scratch, data_open=data_open,
         host_body=_body(onf, "present" if target.data_open else "", 2 if target.data_open else 1),
         device_body=_body(onf, "deviceptr", 1),
     )

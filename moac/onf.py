@@ -433,7 +433,7 @@ _F2 = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 
 
 class _Builder:
-    def __init__(self, dnf: DNF, target: str, sizes: dict, mapping: str):
+    def __init__(self, dnf: DNF, target: str, sizes: dict, mapping: str, unroll: int = 4):
         self.dnf = dnf
         self.target = get_target(target)
         self.mapping = mapping
@@ -452,6 +452,7 @@ class _Builder:
         for i in prog.inputs:
             self.buffers[i.name] = Buffer(i.name, "input", i.dtype, self.spec(i.shape), "DRAM")
         self.kernels: list = []
+        self.unroll = unroll
         self.lifts: list = []
         self.notes: list = []
 
@@ -875,6 +876,68 @@ def _rename(e, sub: dict):
     return e
 
 
+def _scores_pass(b: _Builder, k: _Kern, E, ev, l, pidx: tuple, C: int, U: int) -> tuple:
+    """Pass 1 of the split-K plan: the score of every token of the chunk into p, and the
+    chunk maximum mg.  With U > 1 the token loop is unrolled by U and the U score
+    reductions are jammed into one vector loop with U independent accumulators (more
+    independent loads in flight per lane); a remainder loop handles cn mod U tokens."""
+    def one(tok: sp.Symbol, first: object, sc: str) -> tuple[list, list, object]:
+        Eu = _rename(E, {l: tok}) if tok != l else E
+        pre, sx = b.lower(Eu, k, vector_var=ev)
+        idx = tuple(tok if x == l else x for x in pidx)
+        decl = cir.Decl("int64_t", cir.expr(freeze(tok)), first)
+        after = [cir.Decl(b.ctype, sc, sx),
+                 k.write("p", idx, cir.Var(sc)),
+                 cir.Assign("mg", b.combine("max", cir.Var("mg"), cir.Var(sc)))]
+        return [decl], pre, after
+
+    base = cir.mul(cir.Var("g"), cir.Int(C))
+    single_first = cir.add(base, cir.Var("c"))
+    copies = []
+    if U > 1:
+        saved_trip = k.trip
+        k.trip = k.trip / U
+        for u in range(U):
+            tok = internal(f"t{u}")
+            k.all_vars[tok] = k.all_vars[l]
+            copies.append(one(tok, cir.add(cir.add(base, cir.mul(cir.Var("cq"), cir.Int(U))), cir.Int(u)), f"sc{u}"))
+        k.trip = saved_trip
+        jammable = all(len(pre) == 2 and isinstance(pre[0], cir.Decl) and isinstance(pre[1], cir.For)
+                       for _, pre, _ in copies)
+        loops = [pre[1] for _, pre, _ in copies]
+        jammable = jammable and ev is not None and all(
+            lp.var == loops[0].var and lp.extent == loops[0].extent for lp in loops)
+        reds = _outer_reductions(E, [])
+        jammable = jammable and len(reds) >= 1 and reds[0].op == "add"
+        if not jammable:
+            U = 1
+    if U == 1:
+        saved_trip = k.trip
+        decls, pre, after = one(l, single_first, "sc")
+        return cir.For("c", cir.Var("cn"), tuple(decls + pre + after), b.target.seq,
+                       f"pass 1: token {l.name} = g·{C} + c, score and chunk maximum"),
+    accs = [pre[0].name for _, pre, _ in copies]
+    jam_body = tuple(st for lp in loops for st in lp.body)
+    jam = cir.For(loops[0].var, loops[0].extent, jam_body, b.target.vector_pragma(("add", ", ".join(accs))),
+                  f"vector reduction over DNF axis {ev.name}, {U} tokens jammed")
+    body = []
+    for decls, _, _ in copies:
+        body += decls
+    body += [pre[0] for _, pre, _ in copies] + [jam]
+    for _, _, after in copies:
+        body += after
+    main = cir.For("cq", cir.Bin("/", cir.Var("cn"), cir.Int(U)), tuple(body), b.target.seq,
+                   f"pass 1: tokens g·{C} + {U}·cq + u, u < {U}: scores and chunk maximum")
+    saved_trip = k.trip
+    k.trip = sp.Integer(0)          # the remainder's work is already counted per token above
+    decls, pre, after = one(l, single_first, "sc")
+    k.trip = saved_trip
+    rest = cir.For("c", cir.Var("cn"), tuple(decls + pre + after), b.target.seq,
+                   f"pass 1 remainder: the last cn mod {U} tokens",
+                   start=cir.Bin("*", cir.Bin("/", cir.Var("cn"), cir.Int(U)), cir.Int(U)))
+    return main, rest
+
+
 def _split_k(b: _Builder, at: _Attn):
     """Two kernels: per-(frame, chunk) partials and the log-sum-exp combine."""
     C = CHUNK
@@ -910,16 +973,11 @@ def _split_k(b: _Builder, at: _Attn):
     lv = cir.Var(mangle(l.name))
     lval = cir.add(cir.mul(cir.Var("g"), cir.Int(C)), cir.Var("c"))
     span = cir.Call("moac_imin", (cir.Int(C), cir.Bin("-", freeze(N), cir.mul(cir.Var("g"), cir.Int(C)))))
-    # pass 1: scores (lanes over E's reduction axis), chunk max
+    # pass 1: scores (lanes over E's reduction axis), chunk max; U tokens per pass
     k.trip = fsize * N
-    pre, sx = b.lower(E, k, vector_var=ev)
-    pass1 = cir.For("c", cir.Var("cn"), (cir.Decl("int64_t", mangle(l.name), lval),) + tuple(pre) + (
-        cir.Decl(b.ctype, "sc", sx),
-        k.write("p", pidx, cir.Var("sc")),
-        cir.Assign("mg", b.combine("max", cir.Var("mg"), cir.Var("sc")))),
-        b.target.seq, f"pass 1: token {l.name} = g·{C} + c, score and chunk maximum")
+    pass1 = _scores_pass(b, k, E, ev, l, pidx, C, b.unroll)
     k.flops += k.trip
-    k.loop("c", C, "seq", f"tokens of the chunk (pass 1: scores)")
+    k.loop("c", C, "seq", f"tokens of the chunk (pass 1: scores, {b.unroll} per vector pass)")
     if ev is not None:
         k.loop(ev.name, k.all_vars.get(ev, sp.Symbol("?")), "vector", "score reduction")
     # pass 2: p = exp(score − mg), chunk sum (lanes over tokens)
@@ -956,8 +1014,7 @@ def _split_k(b: _Builder, at: _Attn):
                          f"{'vector lanes over ' if innermost else ''}DNF axis {v.name} < {fmt_index(n)}"),)
         k.loop(v.name, n, "vector" if innermost else "seq", f"output axis {v.name} (pass 3: weighted sum)")
     gang_body = (cir.Decl("int64_t", "cn", span),
-                 cir.Decl(b.ctype, "mg", b.fnum(_IDENT["max"])),
-                 pass1,
+                 cir.Decl(b.ctype, "mg", b.fnum(_IDENT["max"]))) + tuple(pass1) + (
                  cir.Decl(b.ctype, "zg", b.fnum(0.0)),
                  pass2) + body3 + (
         k.write("m_part", tuple(frame) + (gsym,), cir.Var("mg")),
@@ -1012,9 +1069,10 @@ def _split_k(b: _Builder, at: _Attn):
 # --------------------------------------------------------------------------- driver
 
 
-def to_onf(d: DNF, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto") -> ONF:
+def to_onf(d: DNF, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto",
+           unroll: int = 4) -> ONF:
     sizes = sizes or {}
-    b = _Builder(d, target, sizes, mapping)
+    b = _Builder(d, target, sizes, mapping, unroll)
     prog = d.program
     attn = _match_attention(d.stmts) if mapping == "auto" else None
     if attn is not None:

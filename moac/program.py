@@ -29,17 +29,20 @@ class Program:
     def dnf(self) -> dnf.DNF:
         return self._dnf
 
-    def onf(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto"):
+    def onf(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto", unroll: int = 4):
         from . import onf
-        return onf.to_onf(self._dnf, target=target, sizes=sizes or {}, mapping=mapping)  # stage 4
+        return onf.to_onf(self._dnf, target=target, sizes=sizes or {}, mapping=mapping,
+                          unroll=unroll)                                                 # stage 4
 
-    def c_source(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto") -> str:
+    def c_source(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto",
+                 unroll: int = 4) -> str:
         from . import codegen
-        return codegen.to_c(self.onf(target, sizes, mapping))      # stage 5: ONF -> C
+        return codegen.to_c(self.onf(target, sizes, mapping, unroll))                  # stage 5: ONF -> C
 
-    def compile(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto", **build_opts):
+    def compile(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto",
+                unroll: int = 4, **build_opts):
         from . import build
-        return build.build(self.onf(target, sizes, mapping), **build_opts)  # stage 6: C -> loaded kernel
+        return build.build(self.onf(target, sizes, mapping, unroll), **build_opts)     # stage 6: C -> kernel
 
     def evaluate(self, sizes: dict | None = None, **arrays) -> dict:
         """Evaluate the source program with numpy (float64): the independent reference."""

@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Run moac GPU bundles of the decode family on an NVIDIA GPU, check them against a
+float64 reference and PyTorch SDPA, and time them next to SDPA in the same process.
+
+A bundle is what `moac compile --target openacc --offload nvptx -o DIR/NAME.c` writes:
+NAME.c, NAME.so (host + PTX), NAME.json (the signature) and DIR/lib/ (the libgomp runtime
+the library was built against).  This script needs only numpy and torch, not moac.
+
+    ACC_DEVICE_TYPE=nvidia python3 bench/gpu_run.py DIR/decode.json -D n=4096 ...
+
+The inputs are named q/Q (query), K and V; every leading axis is a batch axis.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+
+def load_runtime(libdir: Path) -> ctypes.CDLL:
+    # Must happen before `import torch`: torch ships its own libgomp.so.1 with the same
+    # soname but without the nvptx plugin, and whichever loads first wins.
+    return ctypes.CDLL(str(libdir / "libgomp.so.1"), mode=ctypes.RTLD_GLOBAL)
+
+
+def shape_of(exprs, sizes):
+    return tuple(int(eval(e, {"__builtins__": {}}, dict(sizes))) for e in exprs)  # names and ints only
+
+
+def run_bundle(manifest_path: Path, sizes: dict, reps: int, torch, np) -> dict:
+    man = json.loads(manifest_path.read_text())
+    sizes = {**sizes, **man["fixed"]}
+    lib = ctypes.CDLL(str(manifest_path.with_suffix(".so").resolve()))
+    fn = getattr(lib, man["function"] + "_device")
+    fn.restype = ctypes.c_int
+    ws_fn = getattr(lib, man["function"] + "_workspace_bytes")
+    ws_fn.restype = ctypes.c_size_t
+    size_params = [p for p in man["params"] if p["kind"] == "size"]
+    ws_fn.argtypes = [ctypes.c_int64] * len(size_params)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    tensors, args = {}, []
+    for p in man["params"]:
+        if p["kind"] == "size":
+            continue
+        shape = shape_of(p["shape"], sizes)
+        if p["kind"] == "input":
+            t = torch.randn(shape, device="cuda", dtype=torch.float32, generator=g)
+        else:
+            t = torch.full(shape, float("nan"), device="cuda", dtype=torch.float32)   # poisoned
+        tensors[p["name"]] = t
+    size_vals = [int(sizes[p["name"]]) for p in size_params]
+    ws_bytes = ws_fn(*size_vals)
+    ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device="cuda")
+    for p in man["params"]:
+        if p["kind"] == "size":
+            args.append(ctypes.c_int64(int(sizes[p["name"]])))
+        else:
+            args.append(ctypes.c_void_p(tensors[p["name"]].data_ptr()))
+    args.append(ctypes.c_void_p(ws.data_ptr()))
+
+    def call():
+        rc = fn(*args)
+        if rc != 0:
+            raise RuntimeError(f"{man['function']}_device returned {rc}")
+
+    torch.cuda.synchronize()
+    call()
+    torch.cuda.synchronize()
+    q = tensors.get("q", tensors.get("Q"))
+    K, V = tensors["K"], tensors["V"]
+    out_name = [p["name"] for p in man["params"] if p["kind"] == "output"][0]
+    out = tensors[out_name]
+    dk = q.shape[-1]
+    # float64 reference, straight from the formula
+    s = torch.einsum("...j,...lj->...l", q.double(), K.double()) / math.sqrt(dk)
+    ref = torch.einsum("...l,...ld->...d", torch.softmax(s, dim=-1), V.double())
+    err = (out.double() - ref).abs().max().item()
+    written = bool(torch.isfinite(out).all().item())
+    # SDPA wants (batch, heads, seq, dim)
+    lead = q.shape[:-1]
+    nb = int(np.prod(lead)) if lead else 1
+    q4 = q.reshape(nb, 1, 1, dk)
+    K4 = K.reshape(nb, 1, K.shape[-2], dk)
+    V4 = V.reshape(nb, 1, V.shape[-2], V.shape[-1])
+
+    def sdpa32():
+        return torch.nn.functional.scaled_dot_product_attention(q4, K4, V4)
+    qb, Kb, Vb = q4.bfloat16(), K4.bfloat16(), V4.bfloat16()
+
+    def sdpa16():
+        return torch.nn.functional.scaled_dot_product_attention(qb, Kb, Vb)
+    sdpa_err = (sdpa32().reshape(out.shape).double() - ref).abs().max().item()
+
+    def wall(f):
+        for _ in range(3):
+            f()
+        torch.cuda.synchronize()
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            f()
+            torch.cuda.synchronize()
+            ts.append(time.perf_counter() - t0)
+        return statistics.median(ts)
+
+    def kernel_time(f, match):
+        from torch.profiler import ProfilerActivity, profile
+        for _ in range(3):
+            f()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(reps):
+                f()
+            torch.cuda.synchronize()
+        total = 0.0
+        for ev in prof.key_averages():
+            if ev.device_type is not None and "CUDA" in str(ev.device_type) and match(ev.key):
+                total += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
+        return total / reps / 1e6
+
+    moac_wall = wall(call)
+    moac_kern = kernel_time(call, lambda k: man["function"] in k)
+    t32 = kernel_time(sdpa32, lambda k: "memcpy" not in k.lower())
+    t16 = kernel_time(sdpa16, lambda k: "memcpy" not in k.lower())
+    w32, w16 = wall(sdpa32), wall(sdpa16)
+    kv_bytes = (K.numel() + V.numel()) * 4
+    min_bytes = (q.numel() + K.numel() + V.numel() + out.numel()) * 4
+    return dict(name=manifest_path.stem, sizes=sizes, err=err, written=written, sdpa_err=sdpa_err,
+                moac_wall=moac_wall, moac_kernel=moac_kern, sdpa32_kernel=t32, sdpa16_kernel=t16,
+                sdpa32_wall=w32, sdpa16_wall=w16, kv_bytes=kv_bytes, min_bytes=min_bytes)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("bundles", nargs="+", type=Path, help="NAME.json manifests")
+    ap.add_argument("-D", dest="defs", action="append", default=[], metavar="NAME=VALUE")
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    a = ap.parse_args()
+    sizes = {}
+    for d in a.defs:
+        k, _, v = d.partition("=")
+        sizes[k] = int(v)
+    libdir = (a.bundles[0].parent / "lib").resolve()
+    if str(libdir) not in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        # libgomp finds its nvptx plugin through the loader's search path, read at start-up
+        env = dict(os.environ, LD_LIBRARY_PATH=f"{libdir}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+        env.setdefault("ACC_DEVICE_TYPE", "nvidia")
+        os.execve(sys.executable, [sys.executable] + sys.argv, env)
+    gomp = load_runtime(libdir)
+    import numpy as np
+    import torch
+    torch.cuda.init()
+    torch.empty(1, device="cuda")          # make torch's context current before libgomp starts
+    gomp.acc_get_num_devices.restype = ctypes.c_int
+    ndev = gomp.acc_get_num_devices(5)     # acc_device_nvidia
+    print(f"GPU: {torch.cuda.get_device_name(0)}; OpenACC nvidia devices: {ndev}; torch {torch.__version__}; "
+          f"ACC_DEVICE_TYPE={os.environ.get('ACC_DEVICE_TYPE')}")
+    if ndev < 1:
+        print("no OpenACC NVIDIA device visible", file=sys.stderr)
+        return 1
+    results = []
+    ok = True
+    for b in a.bundles:
+        r = run_bundle(b, sizes, a.reps, torch, np)
+        results.append(r)
+        ok &= r["written"] and r["err"] < 1e-4
+    print()
+    print(f"{'bundle':14} {'sizes':34} {'max err':>9} {'SDPA err':>9} {'moac kern µs':>12} {'moac wall µs':>12} "
+          f"{'KV GB/s':>8} {'SDPA32 µs':>9} {'SDPA16 µs':>9}")
+    for r in results:
+        sz = " ".join(f"{k}={v}" for k, v in r["sizes"].items())
+        gbs = r["min_bytes"] / r["moac_kernel"] / 1e9 if r["moac_kernel"] else float("nan")
+        print(f"{r['name']:14} {sz:34} {r['err']:9.2e} {r['sdpa_err']:9.2e} {r['moac_kernel'] * 1e6:12.1f} "
+              f"{r['moac_wall'] * 1e6:12.1f} {gbs:8.0f} {r['sdpa32_kernel'] * 1e6:9.1f} {r['sdpa16_kernel'] * 1e6:9.1f}")
+    if a.json:
+        a.json.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
