@@ -649,5 +649,8 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
         last = assigns[-1].name.id
         outputs.append((last, glob.lookup(last)))
     outputs = [(n, v if isinstance(v, CNamed) else CNamed(v.span, v.shape, n, v)) for n, v in outputs]
+    constraints: dict = {}
+    for c in el.constraints:                  # one per condition, the first one found
+        constraints.setdefault(c.cond, c)
     return CoreProgram(source, tuple(el.sizes.values()), hints, tuple(inputs), tuple(outputs),
-                       tuple(el.constraints))
+                       tuple(constraints.values()))
