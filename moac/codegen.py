@@ -29,6 +29,10 @@ HELPERS = (
     "/* exp through exp2 of a prescaled argument: one fast hardware instruction on GPUs */\n"
     "static inline float moac_expf(float x) { return exp2f(x * 1.44269504088896340736f); }",
     "static inline double moac_exp(double x) { return exp(x); }",
+    "/* tokens per gang for the split-K plan: a power of two in 16 ... 128, aiming at about\n"
+    " * 1024 gangs in all so that every multiprocessor has several gangs to run */\n"
+    "static inline int64_t moac_chunk(int64_t tokens, int64_t frames) { int64_t want = (tokens * frames + 1023) / 1024; "
+    "int64_t c = 16; while (c < want && c < 128) c *= 2; return c; }",
 )
 
 
@@ -133,6 +137,7 @@ def to_c(onf: ONF) -> str:
         if scr:
             parts.append(f"create({sect(scr)})")
         data_open = "#pragma acc data " + " ".join(parts)
+    prologue = "\n".join(cir.stmts(onf.prologue, onf.ctype, indent=1))
     summary = [f"traffic {str(onf.traffic)} bytes (minimum {str(onf.minimum)})"]
     if onf.fixed:
         summary.append("fixed sizes: " + ", ".join(f"{k} = {v}" for k, v in onf.fixed.items()))
@@ -142,6 +147,7 @@ def to_c(onf: ONF) -> str:
         fname=sig.fname, params=sig.c_params(), ctype=onf.ctype,
         size_params=", ".join(f"int64_t {p.cname}" for p in sig.params if p.kind == "size") or "void",
         size_args=", ".join(p.cname for p in sig.params if p.kind == "size"), scratch=scratch, data_open=data_open,
+        prologue=prologue,
         host_body=_body(onf, "present" if target.data_open else "", 2 if target.data_open else 1),
         device_body=_body(onf, "deviceptr", 1),
     )

@@ -119,6 +119,7 @@ class ONF:
     ctype: str
     buffers: tuple
     kernels: tuple
+    prologue: tuple      # cir declarations run on the host before scratch is allocated
     lifts: tuple
     statements: tuple    # the DNF statements after materialisation (what the kernels compute)
     traffic: sp.Expr
@@ -452,6 +453,7 @@ class _Builder:
         for i in prog.inputs:
             self.buffers[i.name] = Buffer(i.name, "input", i.dtype, self.spec(i.shape), "DRAM")
         self.kernels: list = []
+        self.prologue: list = []
         self.unroll = unroll
         self.lifts: list = []
         self.notes: list = []
@@ -876,7 +878,7 @@ def _rename(e, sub: dict):
     return e
 
 
-def _scores_pass(b: _Builder, k: _Kern, E, ev, l, pidx: tuple, C: int, U: int) -> tuple:
+def _scores_pass(b: _Builder, k: _Kern, E, ev, l, pidx: tuple, C, U: int) -> tuple:
     """Pass 1 of the split-K plan: the score of every token of the chunk into p, and the
     chunk maximum mg.  With U > 1 the token loop is unrolled by U and the U score
     reductions are jammed into one vector loop with U independent accumulators (more
@@ -891,7 +893,7 @@ def _scores_pass(b: _Builder, k: _Kern, E, ev, l, pidx: tuple, C: int, U: int) -
                  cir.Assign("mg", b.combine("max", cir.Var("mg"), cir.Var(sc)))]
         return [decl], pre, after
 
-    base = cir.mul(cir.Var("g"), cir.Int(C))
+    base = cir.mul(cir.Var("g"), freeze(C))
     single_first = cir.add(base, cir.Var("c"))
     copies = []
     if U > 1:
@@ -938,9 +940,72 @@ def _scores_pass(b: _Builder, k: _Kern, E, ev, l, pidx: tuple, C: int, U: int) -
     return main, rest
 
 
+def _weighted_sum_pass(b: _Builder, k: _Kern, W, l, lval, pidx, frame, gsym, rest, rest_ext, trip) -> tuple:
+    """Pass 3 of the split-K plan: o_g[rest] = Σ_{c} p_c · W(l, rest), lanes over the last
+    output axis d.  When d's extent is a literal multiple of the vector length (≤ 8 lanes'
+    worth), d is lifted ⟨dv⟩ → ⟨dv/32 32⟩, d = r·32 + v: lanes over v (γ-difference 1),
+    r unrolled into dv/32 register accumulators, so the token loop runs once per lane
+    with dv/32 independent loads and FMAs in flight."""
+    last, n_last = (rest[-1], rest_ext[-1]) if rest else (None, None)
+    R = int(n_last) // VECTOR_LENGTH if (n_last is not None and sp.sympify(n_last).is_Integer and
+                                        int(n_last) % VECTOR_LENGTH == 0) else 0
+    k.trip = trip
+    if 1 <= R <= 8:
+        vsym = internal("v")
+        k.all_vars[vsym] = sp.Integer(VECTOR_LENGTH)
+        k.lanes = vsym
+        pw = k.read("p", pidx)
+        k.flops += 2 * trip
+        k.trip = trip / R
+        terms, stores = [], []
+        for r in range(R):
+            Wr = _rename(W, {last: r * VECTOR_LENGTH + vsym})
+            pre_w, wx = b.lower(Wr, k)
+            if pre_w:
+                R = 0
+                break
+            terms.append(cir.Assign(f"o{r}", cir.Bin("+", cir.Var(f"o{r}"), cir.Bin("*", cir.Var("pc"), wx))))
+            idx = tuple(frame) + (gsym,) + tuple(rest[:-1]) + (r * VECTOR_LENGTH + vsym,)
+            stores.append(k.write("o_part", idx, cir.Var(f"o{r}")))
+        k.trip = trip
+        k.lanes = None
+    if 1 <= R <= 8:
+        b.lifts.append(Lift(last.name, n_last, VECTOR_LENGTH, "r", "v", False,
+                            f"registers × vector: {last.name} = r·{VECTOR_LENGTH} + v, {R} accumulators per lane"))
+        inner = cir.For("c", cir.Var("cn"), (cir.Decl("int64_t", mangle(l.name), lval), cir.Decl(b.ctype, "pc", pw))
+                        + tuple(terms), b.target.seq, "Σ over the chunk's tokens")
+        body: tuple = tuple(cir.Decl(b.ctype, f"o{r}", b.fnum(0.0)) for r in range(R)) + (inner,) + tuple(stores)
+        body = (cir.For("v", cir.Int(VECTOR_LENGTH), body, b.target.vector_pragma(),
+                        f"vector lanes: {last.name} = r·{VECTOR_LENGTH} + v for r < {R}"),)
+        k.loop("v", VECTOR_LENGTH, "vector", f"lanes of output axis {last.name} (pass 3: weighted sum)")
+        k.loop("r", R, "registers", f"{R} accumulators per lane")
+        for v, n in reversed(list(zip(rest[:-1], rest_ext[:-1]))):
+            body = (cir.For(mangle(v.name), freeze(n), body, b.target.seq, f"DNF axis {v.name} < {fmt_index(n)}"),)
+            k.loop(v.name, n, "seq", f"output axis {v.name}")
+        return body
+    # general case: one accumulator per lane
+    k.lanes = last
+    pre_w, wx = b.lower(W, k)
+    pw = k.read("p", pidx)
+    k.flops += 2 * trip
+    k.trip = trip
+    inner_sum = cir.For("c", cir.Var("cn"), (cir.Decl("int64_t", mangle(l.name), lval),) + tuple(pre_w) + (
+        cir.Assign("o", cir.Bin("+", cir.Var("o"), cir.Bin("*", pw, wx))),), b.target.seq,
+        "Σ over the chunk's tokens")
+    o_store = k.write("o_part", tuple(frame) + (gsym,) + tuple(rest), cir.Var("o"))
+    k.lanes = None
+    body3: tuple = (cir.Decl(b.ctype, "o", b.fnum(0.0)), inner_sum, o_store)
+    for i, (v, n) in enumerate(reversed(list(zip(rest, rest_ext)))):
+        innermost = i == 0
+        body3 = (cir.For(mangle(v.name), freeze(n), body3, b.target.vector_pragma() if innermost else b.target.seq,
+                         f"{'vector lanes over ' if innermost else ''}DNF axis {v.name} < {fmt_index(n)}"),)
+        k.loop(v.name, n, "vector" if innermost else "seq", f"output axis {v.name} (pass 3: weighted sum)")
+    return body3
+
+
 def _split_k(b: _Builder, at: _Attn):
     """Two kernels: per-(frame, chunk) partials and the log-sum-exp combine."""
-    C = CHUNK
+    C = internal("chunk")          # tokens per gang, chosen at run time (moac_chunk)
     N = b.spec(at.N)
     E, W = b.spec_expr(at.E), b.spec_expr(at.W)
     frame_ext = b.spec(tuple(at.out.shape[:len(at.frame)]))
@@ -950,6 +1015,9 @@ def _split_k(b: _Builder, at: _Attn):
     rsize = sp.Mul(*rest_ext) if rest_ext else sp.Integer(1)
     gsym = internal("g")
     l = at.l
+    b.prologue.append(cir.Decl("int64_t", "chunk", cir.Call("moac_chunk", (freeze(N), freeze(fsize)))))
+    b.notes.append(f"chunk = moac_chunk({fmt_index(N)}, {fmt_index(fsize)}): tokens per gang, a power of two in "
+                   f"16 … {CHUNK}, chosen at run time so that about 1024 gangs share the work")
     b.add_buffer(at.out.name, "output", b.spec(tuple(at.out.shape)))
     b.add_buffer("m_part", "scratch", frame_ext + (G,))
     b.add_buffer("z_part", "scratch", frame_ext + (G,))
@@ -971,8 +1039,8 @@ def _split_k(b: _Builder, at: _Attn):
     k.all_vars.pop(gsym)
     pidx = tuple(frame) + (l,)   # p is indexed (frame, g·C + c) = (frame, l)
     lv = cir.Var(mangle(l.name))
-    lval = cir.add(cir.mul(cir.Var("g"), cir.Int(C)), cir.Var("c"))
-    span = cir.Call("moac_imin", (cir.Int(C), cir.Bin("-", freeze(N), cir.mul(cir.Var("g"), cir.Int(C)))))
+    lval = cir.add(cir.mul(cir.Var("g"), freeze(C)), cir.Var("c"))
+    span = cir.Call("moac_imin", (freeze(C), cir.Bin("-", freeze(N), cir.mul(cir.Var("g"), freeze(C)))))
     # pass 1: scores (lanes over E's reduction axis), chunk max; U tokens per pass
     k.trip = fsize * N
     pass1 = _scores_pass(b, k, E, ev, l, pidx, C, b.unroll)
@@ -995,24 +1063,7 @@ def _split_k(b: _Builder, at: _Attn):
     # pass 3: o_part[frame, g, rest] = Σ_c p · W   (lanes over the last output axis)
     for v, n in zip(rest, rest_ext):
         _bind(k, v, n)
-    k.lanes = rest[-1] if rest else None
-    k.trip = fsize * N * rsize
-    saved = k.trip
-    pre_w, wx = b.lower(W, k)
-    pw = k.read("p", pidx)
-    k.flops += 2 * fsize * N * rsize
-    k.trip = saved
-    inner_sum = cir.For("c", cir.Var("cn"), (cir.Decl("int64_t", mangle(l.name), lval),) + tuple(pre_w) + (
-        cir.Assign("o", cir.Bin("+", cir.Var("o"), cir.Bin("*", pw, wx))),), b.target.seq,
-        f"Σ over the chunk's tokens")
-    o_store = k.write("o_part", tuple(frame) + (gsym,) + tuple(rest), cir.Var("o"))
-    k.lanes = None
-    body3: tuple = (cir.Decl(b.ctype, "o", b.fnum(0.0)), inner_sum, o_store)
-    for i, (v, n) in enumerate(reversed(list(zip(rest, rest_ext)))):
-        innermost = i == 0
-        body3 = (cir.For(mangle(v.name), freeze(n), body3, b.target.vector_pragma() if innermost else b.target.seq,
-                         f"{'vector lanes over ' if innermost else ''}DNF axis {v.name} < {fmt_index(n)}"),)
-        k.loop(v.name, n, "vector" if innermost else "seq", f"output axis {v.name} (pass 3: weighted sum)")
+    body3 = _weighted_sum_pass(b, k, W, l, lval, pidx, frame, gsym, rest, rest_ext, fsize * N * rsize)
     gang_body = (cir.Decl("int64_t", "cn", span),
                  cir.Decl(b.ctype, "mg", b.fnum(_IDENT["max"]))) + tuple(pass1) + (
                  cir.Decl(b.ctype, "zg", b.fnum(0.0)),
@@ -1033,24 +1084,32 @@ def _split_k(b: _Builder, at: _Attn):
         _bind(k2, v, n)
     _bind(k2, gsym, G)
     k2.trip = fsize * G
+    k2.lanes = gsym
+    mp = k2.read("m_part", tuple(frame) + (gsym,))
+    c1 = cir.For("g", freeze(G), (cir.Assign("M", b.combine("max", cir.Var("M"), mp)),),
+                 b.target.vector_pragma(("max", "M")), "global maximum M = max_g m_g")
     mp = k2.read("m_part", tuple(frame) + (gsym,))
     zp = k2.read("z_part", tuple(frame) + (gsym,))
     k2.flops += 5 * fsize * G
-    scale = b.scalar_op("exp", [cir.Bin("-", mp, cir.Var("M"))])
-    c1 = cir.For("g", freeze(G), (cir.Assign("M", b.combine("max", cir.Var("M"), mp)),), b.target.seq, "global maximum")
-    c2 = cir.For("g", freeze(G), (cir.Assign("Z", cir.Bin("+", cir.Var("Z"), cir.Bin("*", zp, scale))),), b.target.seq,
-                 "rescaled sum: Z = Σ_g exp(m_g − M)·z_g")
+    c2 = cir.For("g", freeze(G), (
+        cir.Decl(b.ctype, "w", b.scalar_op("exp", [cir.Bin("-", mp, cir.Var("M"))])),
+        k2.write("m_part", tuple(frame) + (gsym,), cir.Var("w")),
+        cir.Assign("Z", cir.Bin("+", cir.Var("Z"), cir.Bin("*", cir.Var("w"), zp)))),
+        b.target.vector_pragma(("add", "Z")), "w_g = exp(m_g − M) (kept in m_part), Z = Σ_g w_g·z_g")
+    k2.loop("g", G, "vector", "chunks (maximum, weights, rescaled sum)")
+    k2.lanes = None
     for v, n in zip(rest, rest_ext):
         _bind(k2, v, n)
     k2.lanes = rest[-1] if rest else None
     k2.trip = fsize * G * rsize
     op_ = k2.read("o_part", tuple(frame) + (gsym,) + tuple(rest))
     mp2 = k2.read("m_part", tuple(frame) + (gsym,))
-    k2.flops += 4 * fsize * G * rsize + fsize * rsize
-    acc = cir.For("g", freeze(G), (cir.Assign("o", cir.Bin("+", cir.Var("o"), cir.Bin(
-        "*", op_, b.scalar_op("exp", [cir.Bin("-", mp2, cir.Var("M"))])))),), b.target.seq,
-        "Σ_g exp(m_g − M)·o_g")
-    store = k2.write(at.out.name, tuple(at.out.vars), cir.Bin("/", cir.Var("o"), cir.Var("Z")))
+    k2.flops += 2 * fsize * G * rsize + fsize * rsize
+    acc = cir.For("g", freeze(G), (cir.Assign("o", cir.Bin("+", cir.Var("o"), cir.Bin("*", op_, mp2))),),
+                  b.target.seq, "Σ_g w_g·o_g")
+    # Σ over no tokens is 0 (n = 0 leaves Z = 0); otherwise Z ≥ 1 (the maximum contributes exp 0)
+    store = k2.write(at.out.name, tuple(at.out.vars),
+                     cir.Cond(cir.Bin(">", cir.Var("Z"), b.fnum(0.0)), cir.Bin("/", cir.Var("o"), cir.Var("Z")), b.fnum(0.0)))
     k2.lanes = None
     body4: tuple = (cir.Decl(b.ctype, "o", b.fnum(0.0)), acc, store)
     for i, (v, n) in enumerate(reversed(list(zip(rest, rest_ext)))):
@@ -1094,7 +1153,7 @@ def to_onf(d: DNF, target: str = "openacc", sizes: dict | None = None, mapping: 
     flops = sp.expand(sum((k.flops for k in b.kernels), sp.Integer(0)))
     params = tuple(s.name for s in prog.sizes if s.name not in b.fixed)
     return ONF(d, target, mapping, plan, dict(b.fixed), params, b.ctype, tuple(b.buffers.values()),
-               tuple(b.kernels), tuple(b.lifts), tuple(stmts), traffic, sp.expand(minimum), flops, tuple(b.notes))
+               tuple(b.kernels), tuple(b.prologue), tuple(b.lifts), tuple(stmts), traffic, sp.expand(minimum), flops, tuple(b.notes))
 
 
 # --------------------------------------------------------------------------- printing
