@@ -232,6 +232,7 @@ class _Ctx:
     used: set = field(default_factory=set)          # variable names in the current statement
     scope: dict = field(default_factory=dict)       # var -> extent, in binding order
     cells: dict = field(default_factory=dict)       # cell id -> (core arg, frame index)
+    guards: list = field(default_factory=list)      # catenation conditions around the current node
 
     def fresh(self, extent) -> sp.Symbol:
         ext = sp.sympify(extent)
@@ -302,6 +303,8 @@ def psi_reduce(node: C.Core, idx: tuple, ctx: _Ctx):
         case C.CReshape(arg=arg):
             if C.same_shape(node.shape, arg.shape):
                 new = tuple(idx)
+            elif any(sp.sympify(d) == 0 for d in arg.shape):
+                new = tuple(sp.Integer(0) for _ in arg.shape)   # no elements: never read (no Mod by 0)
             else:
                 flat = sp.Integer(0)
                 for i, s in zip(idx, node.shape):
@@ -325,7 +328,11 @@ def psi_reduce(node: C.Core, idx: tuple, ctx: _Ctx):
                 return psi_reduce(a, idx, ctx)
             if C.provably_false(cond):
                 return psi_reduce(b, bidx, ctx)
-            return DSelect(cond, psi_reduce(a, idx, ctx), psi_reduce(b, bidx, ctx))
+            with _guard(ctx, cond):
+                then = psi_reduce(a, idx, ctx)
+            with _guard(ctx, sp.Not(cond)):
+                other = psi_reduce(b, bidx, ctx)
+            return DSelect(cond, then, other)
         case C.CTake(count=k, arg=arg):
             new = tuple(idx) if sp.sympify(k).is_nonnegative else (idx[0] + arg.shape[0] + k,) + tuple(idx[1:])
             ctx.log("ψ-take", node, idx, f"{fmt_vec(new)}ψ{core_text(arg)}")
@@ -391,12 +398,30 @@ class _bound:
         del self.ctx.scope[self.var]
 
 
+class _guard:
+    def __init__(self, ctx: _Ctx, cond):
+        self.ctx, self.cond = ctx, cond
+
+    def __enter__(self):
+        self.ctx.guards.append(self.cond)
+
+    def __exit__(self, *exc):
+        self.ctx.guards.pop()
+
+
 def _extended(a: C.Core, ctx: _Ctx):
     """A rank-0 operand used for every element of a larger array (scalar extension)."""
     d = psi_reduce(a, (), ctx)
     if not has_reduce(d):
         return d
     free = [v for v in ctx.scope if v in free_index_vars(d)]
+    # The temporary is computed over the whole domain of its free variables, but inside a
+    # catenation branch its reads are valid only where that branch is taken: keep the guard.
+    sizes = set(ctx.program.sizes)
+    guards = [g for g in ctx.guards if sp.sympify(g).free_symbols - sizes
+              and sp.sympify(g).free_symbols - sizes <= set(free)]
+    if guards:
+        d = DSelect(sp.And(*guards), d, DConst(0.0))
     key = (canonical_key(d, {v: sp.Symbol(f"_f{k}") for k, v in enumerate(free)}), len(free))
     if key in ctx.temps:
         name = ctx.temps[key]

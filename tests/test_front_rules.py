@@ -115,6 +115,9 @@ RULES = {
     "prelude-mean": ("r = mean A", {"ψ-reduce"}),
     "gamma": ("r = x × ⟨1 2⟩ γ ⟨n m⟩", set()),
     "gammacol": ("r = x × ⟨1 1⟩ gammacol ⟨n m⟩", set()),
+    "catenate-softmax-rows-right": ("r = A # softmax Ω⟨1⟩ C", {"ψ-catenate", "temporary"}),
+    "catenate-softmax-rows-left": ("r = (softmax Ω⟨1⟩ ⍉ B) # ⍉ B", {"ψ-catenate", "temporary"}),
+    "reshape-empty": ("r = Φ (⟨0 m⟩ ρ ⟨m 0⟩ ρ 0 △ C) # A", {"ψ-catenate", "ψ-reshape"}),
     "composite-take-reverse-psi": ("r = ⟨1⟩ ψ Φ 2 △ ⍉ (A # C)", {"ψ∘ψ", "ψ-reverse", "ψ-take", "ψ-catenate"}),
 }
 
@@ -321,3 +324,14 @@ def test_dnf_object_is_printable_and_cached():
     assert isinstance(prog.dnf(), DNF)
     assert prog.dnf() is prog.dnf()
     assert "output  ⟨i j⟩ψC = Σ_{k<m} ⟨i k⟩ψA × ⟨k j⟩ψB    for i < n, j < p" in str(prog.dnf())
+
+
+def test_temporary_inside_a_catenation_branch_reads_in_bounds():
+    """A row-wise softmax on one side of # : its temporaries are indexed by the catenated axis,
+    and must not read the other side's rows (found by the property test)."""
+    prog = moac.parse("size n, m, w\ninput A : f32 ⟨n w⟩\ninput B : f32 ⟨m w⟩\n"
+                      "C = A # softmax Ω⟨1⟩ B\noutput C")
+    d = prog.dnf()
+    assert len(d.temps) == 2
+    assert all(isinstance(t.body, DSelect) for t in d.temps)    # guarded like the branch
+    check_dnf(prog, {"n": 2, "m": 3, "w": 4})                    # evaluate_dnf checks every read
