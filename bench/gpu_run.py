@@ -118,14 +118,19 @@ def run_bundle(manifest_path: Path, sizes: dict, reps: int, torch, np) -> dict:
             for _ in range(reps):
                 f()
             torch.cuda.synchronize()
-        total = 0.0
+        total, parts = 0.0, {}
         for ev in prof.key_averages():
             if ev.device_type is not None and "CUDA" in str(ev.device_type) and match(ev.key):
-                total += ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
+                t = ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
+                total += t
+                parts[ev.key] = t / reps
+        kernel_parts.update(parts)
         return total / reps / 1e6
 
+    kernel_parts: dict = {}
     moac_wall = wall(call)
     moac_kern = kernel_time(call, lambda k: man["function"] in k)
+    moac_parts = dict(kernel_parts)
     t32 = kernel_time(sdpa32, lambda k: "memcpy" not in k.lower())
     t16 = kernel_time(sdpa16, lambda k: "memcpy" not in k.lower())
     w32, w16 = wall(sdpa32), wall(sdpa16)
@@ -133,7 +138,8 @@ def run_bundle(manifest_path: Path, sizes: dict, reps: int, torch, np) -> dict:
     min_bytes = (q.numel() + K.numel() + V.numel() + out.numel()) * 4
     return dict(name=manifest_path.stem, sizes=sizes, err=err, written=written, sdpa_err=sdpa_err,
                 moac_wall=moac_wall, moac_kernel=moac_kern, sdpa32_kernel=t32, sdpa16_kernel=t16,
-                sdpa32_wall=w32, sdpa16_wall=w16, kv_bytes=kv_bytes, min_bytes=min_bytes)
+                sdpa32_wall=w32, sdpa16_wall=w16, kv_bytes=kv_bytes, min_bytes=min_bytes,
+                moac_kernels_us=moac_parts)
 
 
 def main() -> int:
@@ -179,6 +185,8 @@ def main() -> int:
         gbs = r["min_bytes"] / r["moac_kernel"] / 1e9 if r["moac_kernel"] else float("nan")
         print(f"{r['name']:14} {sz:34} {r['err']:9.2e} {r['sdpa_err']:9.2e} {r['moac_kernel'] * 1e6:12.1f} "
               f"{r['moac_wall'] * 1e6:12.1f} {gbs:8.0f} {r['sdpa32_kernel'] * 1e6:9.1f} {r['sdpa16_kernel'] * 1e6:9.1f}")
+    for r in results:
+        print(f"  {r['name']} kernels: " + ", ".join(f"{k} {v:.1f} µs" for k, v in r["moac_kernels_us"].items()))
     if a.json:
         a.json.write_text(json.dumps(results, indent=2, default=str) + "\n")
     print("PASS" if ok else "FAIL")

@@ -28,7 +28,7 @@ from .targets import get_target
 
 NP_DTYPE = {"float": np.float32, "double": np.float64}
 BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared")
-OFFLOAD_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-ffast-math", "-fno-finite-math-only",
+OFFLOAD_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-ffast-math",
                  "-fopenacc", "-foffload=nvptx-none", "-foffload-options=nvptx-none=-misa=sm_80",
                  "-foffload-options=-lm")
 

@@ -1092,35 +1092,58 @@ def _split_k(b: _Builder, at: _Attn):
     zp = k2.read("z_part", tuple(frame) + (gsym,))
     k2.flops += 5 * fsize * G
     c2 = cir.For("g", freeze(G), (
-        cir.Decl(b.ctype, "w", b.scalar_op("exp", [cir.Bin("-", mp, cir.Var("M"))])),
-        k2.write("m_part", tuple(frame) + (gsym,), cir.Var("w")),
-        cir.Assign("Z", cir.Bin("+", cir.Var("Z"), cir.Bin("*", cir.Var("w"), zp)))),
-        b.target.vector_pragma(("add", "Z")), "w_g = exp(m_g − M) (kept in m_part), Z = Σ_g w_g·z_g")
+        cir.Assign("Z", cir.Bin("+", cir.Var("Z"), cir.Bin(
+            "*", b.scalar_op("exp", [cir.Bin("-", mp, cir.Var("M"))]), zp))),),
+        b.target.vector_pragma(("add", "Z")), "Z = Σ_g exp(m_g − M)·z_g")
     k2.loop("g", G, "vector", "chunks (maximum, weights, rescaled sum)")
     k2.lanes = None
     for v, n in zip(rest, rest_ext):
         _bind(k2, v, n)
-    k2.lanes = rest[-1] if rest else None
+    # the output axis is lifted over gangs too, d = db·32 + v: every gang recomputes the
+    # (cheap) M and Z of its frame and merges 32 output elements, one per lane
+    last, n_last = (rest[-1], rest_ext[-1]) if rest else (None, None)
+    vsym, dbsym = internal("v"), internal("db")
+    sub = {last: dbsym * VECTOR_LENGTH + vsym} if rest else {}
+    out_idx = tuple(sp.sympify(x).xreplace(sub) for x in at.out.vars)
+    o_idx = tuple(frame) + (gsym,) + tuple(sp.sympify(x).xreplace(sub) for x in rest)
+    if rest:
+        _bind(k2, dbsym, sp.ceiling(n_last / VECTOR_LENGTH))
+        _bind(k2, vsym, sp.Integer(VECTOR_LENGTH))
+        k2.all_vars.pop(dbsym)
+        k2.all_vars.pop(vsym)
+        k2.all_vars[last] = n_last
+    k2.lanes = vsym if rest else None
     k2.trip = fsize * G * rsize
-    op_ = k2.read("o_part", tuple(frame) + (gsym,) + tuple(rest))
+    op_ = k2.read("o_part", o_idx)
     mp2 = k2.read("m_part", tuple(frame) + (gsym,))
-    k2.flops += 2 * fsize * G * rsize + fsize * rsize
-    acc = cir.For("g", freeze(G), (cir.Assign("o", cir.Bin("+", cir.Var("o"), cir.Bin("*", op_, mp2))),),
-                  b.target.seq, "Σ_g w_g·o_g")
+    k2.flops += 4 * fsize * G * rsize + fsize * rsize
+    acc = cir.For("g", freeze(G), (cir.Assign("o", cir.Bin("+", cir.Var("o"), cir.Bin(
+        "*", op_, b.scalar_op("exp", [cir.Bin("-", mp2, cir.Var("M"))])))),), b.target.seq,
+        "Σ_g exp(m_g − M)·o_g")
     # Σ over no tokens is 0 (n = 0 leaves Z = 0); otherwise Z ≥ 1 (the maximum contributes exp 0)
-    store = k2.write(at.out.name, tuple(at.out.vars),
+    store = k2.write(at.out.name, out_idx,
                      cir.Cond(cir.Bin(">", cir.Var("Z"), b.fnum(0.0)), cir.Bin("/", cir.Var("o"), cir.Var("Z")), b.fnum(0.0)))
     k2.lanes = None
     body4: tuple = (cir.Decl(b.ctype, "o", b.fnum(0.0)), acc, store)
-    for i, (v, n) in enumerate(reversed(list(zip(rest, rest_ext)))):
-        innermost = i == 0
-        body4 = (cir.For(mangle(v.name), freeze(n), body4, b.target.vector_pragma() if innermost else b.target.seq,
-                         f"{'vector lanes over ' if innermost else ''}DNF axis {v.name} < {fmt_index(n)}"),)
-        k2.loop(v.name, n, "vector" if innermost else "seq", f"output axis {v.name}")
-    gang2 = (cir.Decl(b.ctype, "M", b.fnum(_IDENT["max"])), c1, cir.Decl(b.ctype, "Z", b.fnum(0.0)), c2) + body4
     loops2 = [(mangle(v.name), freeze(n), f"DNF frame axis {v.name} < {fmt_index(n)}") for v, n in zip(frame, frame_ext)]
     for v, n in zip(frame, frame_ext):
         k2.loop(v.name, n, "gang", f"frame axis {v.name}")
+    if rest:
+        guarded = not (sp.Eq(sp.Mod(n_last, VECTOR_LENGTH), 0) is sp.true)
+        dval = cir.add(cir.mul(cir.Var("db"), cir.Int(VECTOR_LENGTH)), cir.Var("v"))
+        lane_body = (cir.If(cir.Bin("<", dval, freeze(n_last)), body4),) if guarded else body4
+        body4 = (cir.For("v", cir.Int(VECTOR_LENGTH), lane_body, b.target.vector_pragma(),
+                         f"vector lanes: {last.name} = db·{VECTOR_LENGTH} + v"),)
+        for v, n in reversed(list(zip(rest[:-1], rest_ext[:-1]))):
+            body4 = (cir.For(mangle(v.name), freeze(n), body4, b.target.seq, f"DNF axis {v.name} < {fmt_index(n)}"),)
+            k2.loop(v.name, n, "seq", f"output axis {v.name}")
+        loops2.append(("db", freeze(sp.ceiling(n_last / VECTOR_LENGTH)),
+                       f"lifted output axis {last.name}: ⟨{fmt_index(n_last)}⟩ → ⟨⌈{fmt_index(n_last)}/{VECTOR_LENGTH}⌉ {VECTOR_LENGTH}⟩"))
+        k2.loop("db", sp.ceiling(n_last / VECTOR_LENGTH), "gang", f"blocks of {VECTOR_LENGTH} of output axis {last.name}")
+        k2.loop("v", VECTOR_LENGTH, "vector", f"lanes of output axis {last.name}")
+        b.lifts.append(Lift(last.name, n_last, VECTOR_LENGTH, "db", "v", guarded,
+                            f"combine kernel: gang × vector, {last.name} = db·{VECTOR_LENGTH} + v"))
+    gang2 = (cir.Decl(b.ctype, "M", b.fnum(_IDENT["max"])), c1, cir.Decl(b.ctype, "Z", b.fnum(0.0)), c2) + body4
     k2.all_vars[gsym] = G
     b.finish_kernel(k2, "log-sum-exp merge of the chunk partials", _nest(b, loops2, list(gang2), k2))
 
