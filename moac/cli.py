@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--target", choices=TARGETS, default="openacc", help="code generation target")
             p.add_argument("--unroll", type=int, default=4, metavar="U",
                            help="tokens per vector pass in the split-K plan (default 4)")
+            p.add_argument("--mapping", choices=("auto", "naive"), default="auto",
+                           help="loop-to-hardware mapping (naive: vector lanes over reduction axes)")
 
     p = sub.add_parser("dnf", help="print the Denotational Normal Form")
     common(p, target=False)
@@ -78,8 +80,6 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("onf", help="print the Operational Normal Form")
     common(p)
-    p.add_argument("--mapping", choices=("auto", "naive"), default="auto",
-                   help="loop-to-hardware mapping (naive: lanes over the reduction axis)")
 
     p = sub.add_parser("compile", help="emit C")
     common(p)

@@ -62,7 +62,7 @@ def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: float) -> tuple[fl
 
 
 def check_command(prog, args, sizes: dict) -> int:
-    kern = prog.compile(target=args.target, sizes=sizes, unroll=args.unroll)
+    kern = prog.compile(target=args.target, sizes=sizes, unroll=args.unroll, mapping=args.mapping)
     ctype = kern.signature.ctype
     dtype = np.float32 if ctype == "float" else np.float64
     arrays, all_sizes = random_inputs(prog, sizes, dtype, args.seed)
@@ -89,7 +89,7 @@ def check_command(prog, args, sizes: dict) -> int:
 
 def compile_command(prog, args, sizes: dict) -> int:
     from .cli import write_atomic
-    onf = prog.onf(target=args.target, sizes=sizes, unroll=args.unroll)
+    onf = prog.onf(target=args.target, sizes=sizes, unroll=args.unroll, mapping=args.mapping)
     from .codegen import to_c
     src = to_c(onf)
     if args.offload != "none":

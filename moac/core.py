@@ -645,7 +645,7 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
     if not outputs:
         assigns = [st for st in module.stmts if isinstance(st, S.Assign)]
         if not assigns:
-            raise MoacError("the program computes nothing: no assignment and no output", None, source)
+            raise MoacError("the program computes nothing: no assignment and no output", Span(1, 1, 1, 1), source)
         last = assigns[-1].name.id
         outputs.append((last, glob.lookup(last)))
     outputs = [(n, v if isinstance(v, CNamed) else CNamed(v.span, v.shape, n, v)) for n, v in outputs]

@@ -304,65 +304,55 @@ def materialise(stmts: list[DStmt]) -> list[DStmt]:
 
     A reduction R inside a statement is invariant in an enclosing variable v when v
     is not free in R; evaluated in place it would be recomputed for every v.  It is
-    computed once into a temporary indexed by its free variables; every occurrence of
-    the same reduction (up to bound-variable names) then reads the temporary.
+    computed once into a temporary indexed by its free variables, and every occurrence
+    of the same reduction (up to bound-variable names) then reads the temporary.
+    Nothing is hoisted out of a guarded branch (catenation, take/drop): outside its
+    guard the branch may index out of bounds.
     """
-    hoisted: dict = {}        # canonical key -> (name, free vars order)
-    out: list[DStmt] = []
+    hoisted: dict = {}        # canonical key -> temporary name
+    found: dict = {}          # temporary name -> DStmt
     names = {s.name for s in stmts}
 
-    def key_of(r, free):
-        return canonical_key(r, {v: sp.Symbol(f"_f{k}") for k, v in enumerate(free)}), len(free)
-
-    def rewrite(e, enclosing: dict, reuse_only: bool):
+    def rewrite(e, enclosing: dict, may_hoist: bool, top: bool = False):
         match e:
             case DReduce(op=op, var=v, extent=ext, body=b):
                 free = [x for x in enclosing if x in free_index_vars(e)]
-                key = key_of(e, free)
-                if key in hoisted:
-                    name = hoisted[key]
-                    return DRead(name, tuple(free))
-                invariant = any(x not in free for x in enclosing)
-                inner = rewrite(b, {**enclosing, v: ext}, reuse_only)
-                new = DReduce(op, v, ext, inner)
-                if invariant and not reuse_only:
-                    base = "s"
-                    name, k = base, 1
+                key = (canonical_key(e, {x: sp.Symbol(f"_f{k}") for k, x in enumerate(free)}), len(free))
+                if key in hoisted and not top:
+                    return DRead(hoisted[key], tuple(free))
+                new = DReduce(op, v, ext, rewrite(b, {**enclosing, v: ext}, may_hoist))
+                if may_hoist and not top and any(x not in free for x in enclosing):
+                    name, k = "s", 1
                     while name in names:
                         k += 1
-                        name = f"{base}{k}"
+                        name = f"s{k}"
                     names.add(name)
                     hoisted[key] = name
-                    out.append(DStmt(name, tuple(free), tuple(enclosing[x] for x in free), new, "temp"))
+                    found[name] = DStmt(name, tuple(free), tuple(enclosing[x] for x in free), new, "temp")
                     return DRead(name, tuple(free))
                 return new
             case DOp(op=op, args=args):
-                return DOp(op, tuple(rewrite(a, enclosing, reuse_only) for a in args))
+                return DOp(op, tuple(rewrite(a, enclosing, may_hoist) for a in args))
             case DSelect(cond=c, then=t, other=o):
-                return DSelect(c, rewrite(t, enclosing, reuse_only), rewrite(o, enclosing, reuse_only))
+                return DSelect(c, rewrite(t, enclosing, False), rewrite(o, enclosing, False))
         return e
 
-    # first find every invariant reduction (so earlier statements can reuse later finds)
-    pending = list(stmts)
-    for st in pending:
-        rewrite(st.body, {v: n for v, n in zip(st.vars, st.shape)}, reuse_only=False)
-    found = list(out)
-    out.clear()
-    hoisted_first = dict(hoisted)
-    hoisted.clear()
-    # then emit: each hoisted temporary right before its first user
-    by_name = {s.name: s for s in found}
-    emitted: set = set()
-    for k, v in hoisted_first.items():
-        hoisted[k] = v
-    result: list[DStmt] = []
+    def domain(st: DStmt) -> dict:
+        return {v: n for v, n in zip(st.vars, st.shape)}
 
-    def emit_deps(e):
+    for st in stmts:                                   # discover what to hoist
+        rewrite(st.body, domain(st), True)
+    for name, t in list(found.items()):                # temporaries reuse each other
+        found[name] = DStmt(t.name, t.vars, t.shape, rewrite(t.body, domain(t), False, top=True), "temp")
+    result: list[DStmt] = []
+    emitted: set = set()
+
+    def emit_deps(e):                                  # each temporary right before its first user
         match e:
-            case DRead(array=a) if a in by_name and a not in emitted:
+            case DRead(array=a) if a in found and a not in emitted:
                 emitted.add(a)
-                emit_deps(by_name[a].body)
-                result.append(by_name[a])
+                emit_deps(found[a].body)
+                result.append(found[a])
             case DOp(args=args):
                 for x in args:
                     emit_deps(x)
@@ -372,18 +362,8 @@ def materialise(stmts: list[DStmt]) -> list[DStmt]:
                 emit_deps(t)
                 emit_deps(o)
 
-    final_found = []
-    for t in found:
-        body = rewrite(t.body, {v: n for v, n in zip(t.vars, t.shape)}, True)
-        # a temporary's own top reduction must not be replaced by itself
-        if isinstance(body, DRead) and body.array == t.name:
-            body = t.body
-        final_found.append(DStmt(t.name, t.vars, t.shape, body, "temp"))
-    by_name = {s.name: s for s in final_found}
     for st in stmts:
-        body = rewrite(st.body, {v: n for v, n in zip(st.vars, st.shape)}, True)
-        if st.role == "temp" and isinstance(body, DRead) and body.array in by_name:
-            body = st.body
+        body = rewrite(st.body, domain(st), False, top=st.role == "temp")
         emit_deps(body)
         result.append(DStmt(st.name, st.vars, st.shape, body, st.role))
     return result
@@ -556,8 +536,12 @@ class _Builder:
     def add_buffer(self, name: str, role: str, shape: tuple, placement: str = "DRAM"):
         self.buffers[name] = Buffer(name, role, self.dtype, self.spec(tuple(shape)), placement)
 
-    def clauses(self, arrays) -> str:
-        return "$DATA(" + ", ".join(mangle(a) for a in sorted(arrays)) + ")"
+    @staticmethod
+    def clauses_for(k: "_Kern") -> str:
+        """Placeholder for a kernel's data clause; the arrays a kernel touches are known
+        only after lowering, and the clause differs per entry point (present/deviceptr),
+        so codegen fills it in."""
+        return "$ARRAYS"
 
     def finish_kernel(self, k: _Kern, comment: str, code: list):
         arrays = tuple(sorted({a.array for a in k.accesses}))
@@ -765,9 +749,9 @@ def _generic_scalar_reduction(b: _Builder, st: DStmt, red: DReduce):
     k.loop("g", G, "gang", f"lifted reduction axis {v.name}: ⟨{fmt_index(ext)}⟩ → ⟨{G} ⌈{fmt_index(ext)}/{G}⌉⟩")
     k.loop(c, chunk, "vector", f"lanes of {v.name}, {format_red(op)} reduction")
     gang_body = (cir.Decl(b.ctype, acc, b.fnum(_IDENT[op])), lane, k.write(part, (internal("g"),), cir.Var(acc)))
-    code = [cir.Decl("int64_t", cname, freeze(chunk)),
-            cir.For("g", cir.Int(G), gang_body, b.target.gang_pragma(1, b.clauses_for(k)),
-                    f"gang g < {G}: one partial {format_red(op)} per gang")]
+    code = [cir.Block((cir.Decl("int64_t", cname, freeze(chunk)),
+                       cir.For("g", cir.Int(G), gang_body, b.target.gang_pragma(1, b.clauses_for(k)),
+                               f"gang g < {G}: one partial {format_red(op)} per gang")))]
     b.finish_kernel(k, f"{st.name}: per-gang partial {format_red(op)} over {v.name}", code)
     k2 = _kern(b, f"k{len(b.kernels) + 1}_{st.name}_combine")
     gs = internal("g")
@@ -790,12 +774,6 @@ def _generic_serial(b: _Builder, st: DStmt, body):
     b.finish_kernel(k, f"{st.name}: a single scalar", [cir.Block(tuple(code), b.target.serial_pragma(b.clauses_for(k)))])
 
 
-def _clauses_for(self: _Builder, k: _Kern) -> str:
-    # the arrays a kernel touches are known only after lowering; codegen fills $DATA(...) in
-    return "$ARRAYS"
-
-
-_Builder.clauses_for = _clauses_for
 
 
 # --------------------------------------------------------------------------- split-K softmax contraction

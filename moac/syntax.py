@@ -293,6 +293,8 @@ def _describe_expected(expected) -> str:
 def parse(text: str, filename: str = "<input>", extra_fnames: frozenset[str] = frozenset()) -> Module:
     """Parse one source file into a Module; raise ParseError with position on failure."""
     source = Source(text, filename)
+    if text.startswith("\ufeff"):          # a UTF-8 byte-order mark: blank it, keeping columns
+        text = " " + text[1:]
     assigned = set(_ASSIGNED.findall(text))
     fnames = frozenset(_FN_DEF.findall(text)) | (extra_fnames - assigned)
     try:
