@@ -163,9 +163,11 @@ def test_error_inside_a_prelude_function_says_where_it_was_applied():
     assert e.notes == ("in 'softmax' applied at bad.moa:6:5",)
 
 
-def test_program_without_result():
-    with pytest.raises(moac.MoacError, match="the program computes nothing"):
-        moac.parse("size n\ninput x : f32 ⟨n⟩\n")
+@pytest.mark.parametrize("src", ["", "-- only a comment\n", "size n\ninput x : f32 ⟨n⟩\n"])
+def test_program_without_result(src):
+    with pytest.raises(moac.MoacError, match="the program computes nothing") as info:
+        moac.parse(src, "empty.moa")
+    assert info.value.render().startswith("empty.moa:1:1: error: the program computes nothing")
 
 
 def test_runtime_size_constraints_are_checked():

@@ -208,3 +208,13 @@ def test_user_function_overrides_prelude():
 def test_last_assignment_is_the_output_by_default():
     p = moac.parse("size n\ninput x : f32 ⟨n⟩\na = x + 1\nb = a × 2")
     assert p.outputs == ("b",)
+
+
+def test_crlf_line_ends_and_byte_order_mark():
+    plain = "size n\ninput x : f32 ⟨n⟩\ny = x + 1\n"
+    want = str(moac.parse(plain, "f.moa").dnf())
+    assert str(moac.parse(plain.replace("\n", "\r\n"), "f.moa").dnf()) == want
+    assert str(moac.parse("\ufeff" + plain, "f.moa").dnf()) == want
+    with pytest.raises(moac.NameError_) as info:           # columns are unchanged by the mark
+        moac.parse("\ufeffy = z\n", "f.moa")
+    assert (info.value.span.line, info.value.span.col) == (1, 6)
