@@ -23,6 +23,7 @@ import sympy as sp
 
 from .codegen import Signature, signature, to_c
 from .errors import ArgumentError, BuildError
+from .interp import check_constraints
 from .onf import ONF
 from .targets import get_target
 
@@ -154,9 +155,7 @@ class Kernel:
                     fixed = " (fixed at compile time)" if str(ext) in self.onf.fixed else ""
                     raise ArgumentError(f"input '{info.name}' axis {ax} must have length {ext} = {int(v)}{fixed}, "
                                         f"got {dim}")
-        for c in prog.constraints:
-            if not bool(sp.sympify(c.cond).xreplace(env)):
-                raise ArgumentError(c.message)
+        check_constraints(prog, env)
         return {str(k): int(v) for k, v in env.items()}, env
 
     def __call__(self, **arrays) -> dict:

@@ -1,5 +1,6 @@
 """The `moac` command line.  Exit codes: 0 success, 1 a user error in the program
-(parse, name, shape, build, check), 2 a usage error (bad flags, unreadable file)."""
+(parse, name, shape, build, check), 2 a usage error (bad flags, unreadable file),
+3 an internal error (a bug in moac)."""
 from __future__ import annotations
 
 import argparse
@@ -119,6 +120,17 @@ def main(argv: list[str] | None = None) -> int:
             e.source = prog.source
         print(e.render(), file=sys.stderr)
         return 1
+    except OSError as e:
+        print(f"moac: error: {e.strerror or e}{': ' + e.filename if e.filename else ''}", file=sys.stderr)
+        return 1
+    except Exception as e:  # a bug in moac, not in the user's program
+        if os.environ.get("MOAC_TRACEBACK"):
+            raise
+        where = f" while processing {args.file}" if getattr(args, "file", None) else ""
+        print(f"moac: internal error{where}: {type(e).__name__}: {e}\n"
+              "This is a bug in moac; set MOAC_TRACEBACK=1 for the Python traceback and report it.",
+              file=sys.stderr)
+        return 3
     return 0  # pragma: no cover
 
 

@@ -70,7 +70,8 @@ def check_command(prog, args, sizes: dict) -> int:
         got = kern(**arrays)
         ref = prog.evaluate(sizes=all_sizes, **arrays)
     except ArgumentError as e:
-        raise MoacError(f"{e.message}; choose sizes with -D") from None
+        e.message += " (choose other sizes with -D)"
+        raise
     L = reduction_length(kern.onf, all_sizes)
     tol = 16 * EPS[ctype] * float(np.sqrt(L))
     shown = " ".join(f"{k}={v}" for k, v in all_sizes.items())

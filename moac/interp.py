@@ -45,10 +45,17 @@ def bind_sizes(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) 
     for sym in program.sizes:
         if sym not in env:
             raise ArgumentError(f"size '{sym.name}' is not fixed by any input; pass it explicitly")
+    check_constraints(program, env)
+    return env
+
+
+def check_constraints(program: C.CoreProgram, env: dict) -> None:
+    """Raise a positioned ArgumentError if the bound sizes violate a run-time condition."""
+    import sympy as sp
     for c in program.constraints:
         if not bool(sp.sympify(c.cond).xreplace(env)):
-            raise ArgumentError(f"{c.message} (sizes {', '.join(f'{k.name}={v}' for k, v in env.items())})")
-    return env
+            shown = ", ".join(f"{k.name} = {v}" for k, v in env.items() if k in sp.sympify(c.cond).free_symbols)
+            raise ArgumentError(f"{c.message}, but {shown}", c.span, program.source)
 
 
 def evaluate(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) -> dict:

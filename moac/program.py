@@ -11,7 +11,7 @@ import functools
 from pathlib import Path
 
 from . import core, dnf, interp, syntax
-from .errors import Source
+from .errors import ParseError, Source, Span
 
 
 class Program:
@@ -66,4 +66,12 @@ def parse(text: str, filename: str = "<input>") -> Program:
 
 def load(path: str | Path) -> Program:
     p = Path(path)
-    return Program(p.read_text(encoding="utf-8"), str(path))
+    data = p.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ParseError(f"the file is not valid UTF-8 (byte 0x{data[e.start]:02x})", Span(line, col, line, col),
+                         Source(data.decode("utf-8", "replace"), str(path))) from None
+    return Program(text, str(path))
