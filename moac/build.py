@@ -23,7 +23,7 @@ import sympy as sp
 
 from .codegen import Signature, signature, to_c
 from .errors import ArgumentError, BuildError
-from .interp import check_constraints
+from .sizes import bind
 from .onf import ONF
 from .targets import get_target
 
@@ -127,7 +127,6 @@ class Kernel:
         if extra:
             raise ArgumentError(f"unexpected argument(s) {', '.join(sorted(extra))}; the kernel takes "
                                 f"{', '.join(i.name for i in prog.inputs)}")
-        env = {sp.Symbol(k, integer=True, nonnegative=True): sp.Integer(v) for k, v in self.onf.fixed.items()}
         for info in prog.inputs:
             if info.name not in arrays:
                 raise ArgumentError(f"missing input '{info.name}'")
@@ -139,23 +138,7 @@ class Kernel:
                                     f"(declared {info.dtype}), got {a.dtype}")
             if not a.flags.c_contiguous:
                 raise ArgumentError(f"input '{info.name}' must be C-contiguous (use np.ascontiguousarray)")
-            if a.ndim != len(info.shape):
-                raise ArgumentError(f"input '{info.name}' must have rank {len(info.shape)}, got shape {a.shape}")
-            for ext, dim in zip(info.shape, a.shape):
-                ext = sp.sympify(ext)
-                if isinstance(ext, sp.Symbol) and ext not in env:
-                    env[ext] = sp.Integer(dim)
-        for info in prog.inputs:
-            a = arrays[info.name]
-            for ax, (ext, dim) in enumerate(zip(info.shape, a.shape)):
-                v = sp.sympify(ext).xreplace(env)
-                if not v.is_Integer:
-                    raise ArgumentError(f"cannot determine {ext} from the arguments' shapes")
-                if int(v) != dim:
-                    fixed = " (fixed at compile time)" if str(ext) in self.onf.fixed else ""
-                    raise ArgumentError(f"input '{info.name}' axis {ax} must have length {ext} = {int(v)}{fixed}, "
-                                        f"got {dim}")
-        check_constraints(prog, env)
+        env = bind(prog, {k: v.shape for k, v in arrays.items()}, self.onf.fixed)
         return {str(k): int(v) for k, v in env.items()}, env
 
     def __call__(self, **arrays) -> dict:

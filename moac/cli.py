@@ -54,7 +54,7 @@ def write_atomic(path: str | Path, text: str) -> None:
 
 
 def _check_sizes(prog, sizes: dict, parser):
-    known = {s.name for s in prog.core.sizes}
+    known = set(prog.core.size_names())
     for k in sizes:
         if k not in known:
             parser.error(f"-D {k}: the program declares no size '{k}' (sizes: {', '.join(sorted(known)) or 'none'})")

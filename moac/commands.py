@@ -19,9 +19,10 @@ EPS = {"float": float(np.finfo(np.float32).eps), "double": float(np.finfo(np.flo
 
 def random_inputs(prog, sizes: dict, dtype, seed: int) -> tuple[dict, dict]:
     """Seeded standard-normal inputs for every declared input, all sizes bound."""
-    env = {}
+    from .sizes import resolve
+    env = resolve(prog.core, sizes)
     for s in prog.core.sizes:
-        env[s] = sp.Integer(sizes.get(s.name, DEFAULT_SIZE))
+        env.setdefault(s, sp.Integer(DEFAULT_SIZE))
     rng = np.random.default_rng(seed)
     arrays = {}
     for info in prog.inputs:

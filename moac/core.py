@@ -184,6 +184,10 @@ class CoreProgram:
     inputs: tuple             # InputInfo
     outputs: tuple            # (name, CNamed)
     constraints: tuple        # Constraint
+    derived: tuple = ()       # (name, sympy expression over `sizes`): sizes given by the others
+
+    def size_names(self) -> list:
+        return [s.name for s in self.sizes] + [n for n, _ in self.derived]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -203,7 +207,12 @@ def show_expr(e) -> str:
 
 
 def show_shape(shape: Shape) -> str:
-    return "⟨" + " ".join(str(s) for s in shape) + "⟩"
+    def one(s):
+        s = sp.sympify(s)
+        s = s.xreplace({d: sp.Symbol(d.name) for d in s.atoms(sp.Dummy)})   # moac's own loop variables
+        t = str(s).replace("**", "^").replace("*", "·")
+        return t if sp.sympify(s).is_Atom or " " not in t else f"({t})"
+    return "⟨" + " ".join(one(s) for s in shape) + "⟩"
 
 
 def provably(cond) -> bool:
@@ -598,6 +607,9 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
     defined_at: dict = {}
     el.current_source = source
 
+    used_sizes: set = set()
+    derived: dict = {}
+
     def define(name: S.Name, kind: str):
         if name.id in defined_at or name.id in el.sizes:
             raise el.err(NameError_, f"'{name.id}' is already defined (line {defined_at.get(name.id, '?')})", name)
@@ -616,6 +628,8 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
                 for nm in names:
                     define(nm, "size")
                     el.sizes[nm.id] = size_symbol(nm.id)
+            case S.SizeDef(name=nm, expr=e):
+                _size_def(el, nm, e, glob, used_sizes, derived, define)
             case S.IndexDecl(hints=pairs):
                 for var, size in pairs:
                     if size.id not in el.sizes:
@@ -623,6 +637,7 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
                     hints[size.id] = var.id
             case S.InputDecl(name=nm, dtype=dt, shape=vec):
                 shape = el.static_vector(vec, glob, "an input's shape")
+                used_sizes.update(s for e in shape for s in sp.sympify(e).free_symbols)
                 define(nm, "input")
                 glob.names[nm.id] = CInput(nm.span, tuple(shape), nm.id, dt)
                 inputs.append(InputInfo(nm.id, dt, tuple(shape), nm.span))
@@ -652,5 +667,35 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
     constraints: dict = {}
     for c in el.constraints:                  # one per condition, the first one found
         constraints.setdefault(c.cond, c)
-    return CoreProgram(source, tuple(el.sizes.values()), hints, tuple(inputs), tuple(outputs),
-                       tuple(constraints.values()))
+    independent = tuple(v for v in el.sizes.values() if isinstance(v, sp.Symbol))
+    return CoreProgram(source, independent, hints, tuple(inputs), tuple(outputs),
+                       tuple(constraints.values()), tuple(derived.items()))
+
+
+def _size_def(el: "_Elab", nm: S.Name, e: S.Node, glob: "_Scope", used: set, derived: dict, define) -> None:
+    """`size g = expr`.  A static expression of declared sizes is an alias.  An exact
+    division `size g = a ÷ b` of a declared size a makes g a size of its own and a the
+    product g·b everywhere (so a is a multiple of b by construction; the inputs' shapes
+    or -D must agree); a must not have been used by an input yet."""
+    core = el.expr(e, glob)
+    value = el.core_static(core)
+    if value is not None and core.rank == 0:
+        define(nm, "size")
+        el.sizes[nm.id] = value
+        derived[nm.id] = value
+        return
+    if isinstance(e, S.Dyad) and isinstance(e.fn, S.Prim) and e.fn.op == "div" and isinstance(e.left, S.Name) \
+            and e.left.id in el.sizes and isinstance(el.sizes[e.left.id], sp.Symbol):
+        a = el.sizes[e.left.id]
+        b = el.static_int(e.right, glob)
+        if a in used:
+            raise el.err(ShapeError, f"declare 'size {nm.id} = …' before any input uses '{a.name}'", nm)
+        define(nm, "size")
+        g = size_symbol(nm.id)
+        del el.sizes[a.name]
+        el.sizes[nm.id] = g
+        el.sizes[a.name] = g * b
+        derived[a.name] = g * b
+        return
+    raise el.err(ShapeError, f"a size must be a static integer expression of declared sizes, or an exact "
+                 f"division 'a ÷ b' of a declared size; got {el.text(e)!r}", e)

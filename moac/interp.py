@@ -17,36 +17,9 @@ _IDENT = {"add": 0.0, "mul": 1.0, "max": -np.inf, "min": np.inf}
 
 
 def bind_sizes(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) -> dict:
-    """Infer the size symbols from the input arrays' shapes and check consistency."""
-    import sympy as sp
-
-    given = {s: int(v) for s, v in (sizes or {}).items()}
-    env = {sym: sp.Integer(given[sym.name]) for sym in program.sizes if sym.name in given}
-    for info in program.inputs:
-        if info.name not in arrays:
-            raise ArgumentError(f"missing input '{info.name}'")
-        a = np.asarray(arrays[info.name])
-        if a.ndim != len(info.shape):
-            raise ArgumentError(f"input '{info.name}' must have rank {len(info.shape)} "
-                                f"(shape {C.show_shape(info.shape)}), got shape {a.shape}")
-        for dim, ext in zip(a.shape, info.shape):
-            ext = sp.sympify(ext)
-            if isinstance(ext, sp.Symbol) and ext not in env:
-                env[ext] = sp.Integer(dim)
-    for info in program.inputs:
-        a = np.asarray(arrays[info.name])
-        for ax, (dim, ext) in enumerate(zip(a.shape, info.shape)):
-            val = sp.sympify(ext).xreplace(env)
-            if not val.is_Integer:
-                raise ArgumentError(f"cannot determine {ext} from the inputs' shapes")
-            if int(val) != dim:
-                raise ArgumentError(f"input '{info.name}' axis {ax} must have length {ext} = {int(val)}, "
-                                    f"got {dim}")
-    for sym in program.sizes:
-        if sym not in env:
-            raise ArgumentError(f"size '{sym.name}' is not fixed by any input; pass it explicitly")
-    check_constraints(program, env)
-    return env
+    """Bind the size symbols from the given sizes and the input arrays' shapes."""
+    from .sizes import bind
+    return bind(program, {k: np.shape(v) for k, v in arrays.items()}, sizes)
 
 
 def check_constraints(program: C.CoreProgram, env: dict) -> None:

@@ -487,8 +487,9 @@ class _Builder:
         self.target = get_target(target)
         self.mapping = mapping
         prog = dnf.program
-        self.fixed = {s.name: int(sizes[s.name]) for s in prog.sizes if s.name in sizes}
-        self.subs = {s: sp.Integer(self.fixed[s.name]) for s in prog.sizes if s.name in self.fixed}
+        from .sizes import resolve
+        self.subs = resolve(prog, sizes)                  # symbol -> Integer, derived sizes solved
+        self.fixed = {s.name: int(v) for s, v in self.subs.items()}
         dtypes = {i.dtype for i in prog.inputs}
         for i in prog.inputs:
             if i.dtype not in CTYPE:
@@ -1231,7 +1232,10 @@ def format_onf(o: ONF) -> str:
     prog = o.dnf.program
     L = [f"-- ONF of {prog.source.filename}   target {o.target}, plan: {o.plan}"]
     if o.fixed:
-        L.append("fixed sizes   " + ", ".join(f"{k} = {v}" for k, v in o.fixed.items()))
+        env = {sp.Symbol(k, integer=True, nonnegative=True): v for k, v in o.fixed.items()}
+        derived = [f"{n} = {sp.sympify(e).xreplace(env)}" for n, e in prog.derived
+                   if not sp.sympify(e).xreplace(env).free_symbols]
+        L.append("fixed sizes   " + ", ".join([f"{k} = {v}" for k, v in o.fixed.items()] + derived))
     if o.params:
         L.append("run-time sizes " + ", ".join(o.params))
     L.append("")
@@ -1246,8 +1250,8 @@ def format_onf(o: ONF) -> str:
         L.append("")
         L.append("dimension lifting:")
         for lf in o.lifts:
-            guard = f", guard {lf.var} < {fmt_index(lf.extent)} ({lf.factor} ∤ {fmt_index(lf.extent)} in general)" \
-                if lf.guarded else f" ({lf.factor} | {fmt_index(lf.extent)}, no guard)"
+            guard = f", guard {lf.var} < {fmt_index(lf.extent)} ({fmt_index(lf.factor)} ∤ {fmt_index(lf.extent)} " \
+                "in general)" if lf.guarded else f" ({fmt_index(lf.factor)} | {fmt_index(lf.extent)}, no guard)"
             L.append(f"  {lf.var} ∈ ⟨{fmt_index(lf.extent)}⟩ → ⟨{lf.outer} {lf.inner}⟩: {lf.level}{guard}")
     for k in o.kernels:
         L.append("")

@@ -90,6 +90,13 @@ class SizeDecl(Node):
 
 
 @dataclass(frozen=True, slots=True)
+class SizeDef(Node):
+    """`size g = hq ÷ hkv`: a size given by the others."""
+    name: Name
+    expr: Node
+
+
+@dataclass(frozen=True, slots=True)
 class IndexDecl(Node):
     hints: tuple[tuple[Name, Name], ...]   # (index variable, size)
 
@@ -159,6 +166,10 @@ class _ToAST(lark.Transformer):
 
     def size_decl(self, meta, items):
         return SizeDecl(_span(meta), tuple(Name(_span(t), str(t)) for t in items))
+
+    def size_def(self, meta, items):
+        name, expr = items
+        return SizeDef(_span(meta), Name(_span(name), str(name)), expr)
 
     def index_hint(self, meta, items):
         var, size = items

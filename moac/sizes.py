@@ -1,0 +1,123 @@
+"""Binding the size symbols to integers: from `-D`/`sizes=` and from the arrays' shapes.
+
+A program's sizes are independent symbols; a `size g = hq ÷ hkv` declaration makes
+g independent and hq the derived product g·hkv.  Given values (by either name) and
+array extents are equations solved one unknown at a time; an equation without a
+non-negative integer solution (hq = 30 with hkv = 8) is a clear error.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from .errors import ArgumentError
+
+
+def _solve(expr, value: int, env: dict):
+    """Solve expr = value for its one unbound symbol.  Returns (symbol, Integer) or None
+    when more than one symbol is unbound; raises ValueError when there is no solution."""
+    e = sp.sympify(expr).xreplace(env)
+    unknown = list(e.free_symbols)
+    if not unknown:
+        if e != value:
+            raise ValueError(f"{expr} = {e}, not {value}")
+        return ()
+    if len(unknown) > 1:
+        return None
+    (u,) = unknown
+    sols = sp.solve(sp.Eq(e, value), u)
+    good = [x for x in sols if x.is_Integer and x >= 0]
+    if len(good) != 1:
+        raise ValueError(f"no non-negative integer {u.name} makes {expr} = {value}")
+    return u, good[0]
+
+
+def resolve(program, given: dict) -> dict:
+    """Symbols bound by explicitly given sizes (names may be independent or derived)."""
+    plain = {s.name: s for s in program.sizes}
+    derived = dict(program.derived)
+    env: dict = {}
+    for name, v in given.items():
+        if name in plain:
+            env[plain[name]] = sp.Integer(int(v))
+        elif name not in derived:
+            raise ArgumentError(f"the program declares no size '{name}' (sizes: "
+                                f"{', '.join(program.size_names())})")
+    pending = [(n, int(v)) for n, v in given.items() if n in derived]
+    while pending:
+        progress = False
+        for item in list(pending):
+            name, v = item
+            try:
+                r = _solve(derived[name], v, env)
+            except ValueError as e:
+                raise ArgumentError(f"size {name} = {v} is impossible: {e} "
+                                    f"({name} = {_show(derived[name])})") from None
+            if r is not None:
+                if r:
+                    env[r[0]] = r[1]
+                pending.remove(item)
+                progress = True
+        if not progress:
+            name, v = pending[0]
+            raise ArgumentError(f"size {name} = {v} needs the other sizes of {name} = "
+                                f"{_show(derived[name])} fixed too")
+    return env
+
+
+def bind(program, shapes: dict, given: dict | None = None) -> dict:
+    """Bind every size from given values and the arrays' shapes (name -> tuple of ints);
+    a mismatch raises ArgumentError naming the input, the axis, the expected extent and
+    what was given.  Run-time conditions (take counts, ψ indices) are checked last."""
+    from .interp import check_constraints
+    env = resolve(program, given or {})
+    eqs = []
+    for info in program.inputs:
+        if info.name not in shapes:
+            raise ArgumentError(f"missing input '{info.name}'")
+        shape = shapes[info.name]
+        if len(shape) != len(info.shape):
+            raise ArgumentError(f"input '{info.name}' must have rank {len(info.shape)} "
+                                f"(shape {_show_shape(info.shape)}), got shape {tuple(shape)}")
+        eqs += [(info.name, ax, ext, int(dim)) for ax, (ext, dim) in enumerate(zip(info.shape, shape))]
+    pending = list(eqs)
+    while pending:
+        progress = False
+        for eq in list(pending):
+            name, ax, ext, dim = eq
+            try:
+                r = _solve(ext, dim, env)
+            except ValueError:
+                raise ArgumentError(_mismatch(program, name, ax, ext, dim, env)) from None
+            if r is not None:
+                if r:
+                    env[r[0]] = r[1]
+                pending.remove(eq)
+                progress = True
+        if not progress:
+            name, ax, ext, _ = pending[0]
+            raise ArgumentError(f"cannot determine {_show(ext)} (input '{name}' axis {ax}) from the shapes; "
+                                "fix one of its sizes")
+    missing = [s.name for s in program.sizes if s not in env]
+    if missing:
+        raise ArgumentError(f"size(s) {', '.join(missing)} are not fixed by any input; pass them explicitly")
+    check_constraints(program, env)
+    return env
+
+
+def _mismatch(program, name, ax, ext, dim, env) -> str:
+    value = sp.sympify(ext).xreplace(env)
+    derived = {sp.expand(e): n for n, e in program.derived}
+    alias = f" = {derived[sp.expand(ext)]}" if sp.expand(ext) in derived else ""
+    if value.free_symbols:
+        known = ", ".join(f"{k.name} = {v}" for k, v in env.items() if k in sp.sympify(ext).free_symbols)
+        return (f"input '{name}' axis {ax} has length {dim}, but its length must be {_show(ext)}{alias} "
+                f"with {known}: {dim} is not such a length")
+    return f"input '{name}' axis {ax} must have length {_show(ext)}{alias} = {value}, got {dim}"
+
+
+def _show(e) -> str:
+    return str(sp.sympify(e)).replace("**", "^").replace("*", "·")
+
+
+def _show_shape(shape) -> str:
+    return "⟨" + " ".join(_show(s) for s in shape) + "⟩"
