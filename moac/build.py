@@ -119,14 +119,20 @@ class Kernel:
         self._lib = self._ffi.dlopen(str(self.library))
         self._fn = getattr(self._lib, self.signature.fname)
 
-    def _bind(self, arrays: dict) -> tuple[dict, dict]:
+    def _bind(self, args: dict) -> tuple[dict, dict]:
         prog = self.onf.dnf.program
         want = NP_DTYPE[self.signature.ctype]
         names = {i.name for i in prog.inputs}
-        extra = set(arrays) - names
+        size_names = set(prog.size_names())
+        extra = set(args) - names - size_names
         if extra:
             raise ArgumentError(f"unexpected argument(s) {', '.join(sorted(extra))}; the kernel takes "
-                                f"{', '.join(i.name for i in prog.inputs)}")
+                                f"{', '.join(i.name for i in prog.inputs)} (and sizes by name)")
+        arrays = {k: v for k, v in args.items() if k in names}
+        given = {k: v for k, v in args.items() if k in size_names}
+        for k, v in given.items():
+            if k in self.onf.fixed and int(v) != self.onf.fixed[k]:
+                raise ArgumentError(f"size {k} = {v}, but the kernel was compiled for {k} = {self.onf.fixed[k]}")
         for info in prog.inputs:
             if info.name not in arrays:
                 raise ArgumentError(f"missing input '{info.name}'")
@@ -138,10 +144,12 @@ class Kernel:
                                     f"(declared {info.dtype}), got {a.dtype}")
             if not a.flags.c_contiguous:
                 raise ArgumentError(f"input '{info.name}' must be C-contiguous (use np.ascontiguousarray)")
-        env = bind(prog, {k: v.shape for k, v in arrays.items()}, self.onf.fixed)
+        env = bind(prog, {k: v.shape for k, v in arrays.items()}, {**given, **self.onf.fixed})
         return {str(k): int(v) for k, v in env.items()}, env
 
     def __call__(self, **arrays) -> dict:
+        """Run the kernel: inputs as numpy arrays by name; a size that no input's shape
+        determines (a window length, say) is passed by name as an int."""
         sizes, env = self._bind(arrays)
         ffi = self._ffi
         outs, args = {}, []

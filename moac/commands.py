@@ -68,7 +68,7 @@ def check_command(prog, args, sizes: dict) -> int:
     dtype = np.float32 if ctype == "float" else np.float64
     arrays, all_sizes = random_inputs(prog, sizes, dtype, args.seed)
     try:
-        got = kern(**arrays)
+        got = kern(**arrays, **{k: v for k, v in all_sizes.items() if k in kern.onf.params})
         ref = prog.evaluate(sizes=all_sizes, **arrays)
     except ArgumentError as e:
         e.message += " (choose other sizes with -D)"

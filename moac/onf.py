@@ -962,7 +962,7 @@ def _scores_pass(b: _Builder, k: _Kern, E, ev, l, pidx: tuple, C, U: int) -> tup
         saved_trip = k.trip
         decls, pre, after = one(l, single_first, "sc")
         return cir.For("c", cir.Var("cn"), tuple(decls + pre + after), b.target.seq,
-                       f"pass 1: token {l.name} = g·{C} + c, score and chunk maximum"),
+                       f"pass 1: token {l.name} = g·chunk + c, score and chunk maximum"),
     accs = [pre[0].name for _, pre, _ in copies]
     jam_body = tuple(st for lp in loops for st in lp.body)
     jam = cir.For(loops[0].var, loops[0].extent, jam_body, b.target.vector_pragma(("add", ", ".join(accs))),
@@ -974,7 +974,7 @@ def _scores_pass(b: _Builder, k: _Kern, E, ev, l, pidx: tuple, C, U: int) -> tup
     for _, _, after in copies:
         body += after
     main = cir.For("cq", cir.Bin("/", cir.Var("cn"), cir.Int(U)), tuple(body), b.target.seq,
-                   f"pass 1: tokens g·{C} + {U}·cq + u, u < {U}: scores and chunk maximum")
+                   f"pass 1: tokens g·chunk + {U}·cq + u, u < {U}: scores and chunk maximum")
     saved_trip = k.trip
     k.trip = sp.Integer(0)          # the remainder's work is already counted per token above
     decls, pre, after = one(l, single_first, "sc")
@@ -1116,11 +1116,14 @@ def _split_k(b: _Builder, at: _Attn):
                  pass2) + body3 + (
         k.write("m_part", tuple(frame) + (gsym,), cir.Var("mg")),
         k.write("z_part", tuple(frame) + (gsym,), cir.Var("zg")))
-    loops = [(mangle(v.name), freeze(n), f"DNF frame axis {v.name} < {fmt_index(n)}") for v, n in zip(frame, frame_ext)]
-    loops.append(("g", freeze(G), f"lifted token axis: ⟨{fmt_index(N)}⟩ → ⟨⌈{fmt_index(N)}/{C}⌉ {C}⟩, {l.name} = g·{C} + c"))
+    # the chunk loop is outermost, so gangs that share rows of the inputs (GQA's query heads
+    # of one KV head, the rows of a query block) are launched next to each other
+    loops = [("g", freeze(G), f"lifted token axis: ⟨{fmt_index(N)}⟩ → ⟨⌈{fmt_index(N)}/chunk⌉ chunk⟩, "
+                              f"{l.name} = g·chunk + c")]
+    loops += [(mangle(v.name), freeze(n), f"DNF frame axis {v.name} < {fmt_index(n)}") for v, n in zip(frame, frame_ext)]
+    k.loop("g", G, "gang", "chunk of tokens")
     for v, n in zip(frame, frame_ext):
         k.loop(v.name, n, "gang", f"frame axis {v.name}")
-    k.loop("g", G, "gang", f"chunk of {C} tokens")
     k.all_vars[gsym] = G
     b.finish_kernel(k, f"per-chunk partials of the softmax contraction (max, sum, weighted sum)", _nest(b, loops, list(gang_body), k))
 
@@ -1269,6 +1272,8 @@ def format_onf(o: ONF) -> str:
             L.append(f"  {rw} {a.array}[{a.text}]   {lanes}")
         L.append(f"  DRAM bytes {fmt_index(k.traffic)}   flops {fmt_index(k.flops)}")
     L.append("")
+    L.append("traffic model: each kernel moves every distinct element it touches once (a perfect cache within "
+             "a kernel, none between kernels)")
     L.append(f"DRAM traffic   {fmt_index(sp.factor(o.traffic))} bytes")
     L.append(f"minimum        {fmt_index(sp.factor(o.minimum))} bytes (each input element the outputs depend on "
              "read once, each output element written once)")
