@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import sympy as sp
 
+from . import dtypes
 from .codegen import Signature, signature, to_c
 from .errors import ArgumentError, BuildError
 from .sizes import bind
@@ -121,7 +122,6 @@ class Kernel:
 
     def _bind(self, args: dict) -> tuple[dict, dict]:
         prog = self.onf.dnf.program
-        want = NP_DTYPE[self.signature.ctype]
         names = {i.name for i in prog.inputs}
         size_names = set(prog.size_names())
         extra = set(args) - names - size_names
@@ -139,8 +139,8 @@ class Kernel:
             a = arrays[info.name]
             if not isinstance(a, np.ndarray):
                 raise ArgumentError(f"input '{info.name}' must be a numpy array, got {type(a).__name__}")
-            if a.dtype != want:
-                raise ArgumentError(f"input '{info.name}' must have dtype {np.dtype(want).name} "
+            if not dtypes.accepts(info.dtype, a):
+                raise ArgumentError(f"input '{info.name}' must have dtype {dtypes.describe(info.dtype)} "
                                     f"(declared {info.dtype}), got {a.dtype}")
             if not a.flags.c_contiguous:
                 raise ArgumentError(f"input '{info.name}' must be C-contiguous (use np.ascontiguousarray)")
@@ -155,7 +155,7 @@ class Kernel:
         outs, args = {}, []
         for p in self.signature.params:
             if p.kind == "input":
-                args.append(ffi.cast(f"{p.ctype} *", arrays[p.name].ctypes.data))
+                args.append(ffi.cast(f"{p.ctype} *", arrays[p.name].ctypes.data))   # kept alive by `arrays`
             elif p.kind == "output":
                 shape = tuple(int(sp.sympify(s).xreplace(env)) for s in p.shape)
                 out = np.empty(shape, dtype=NP_DTYPE[p.ctype])

@@ -15,6 +15,7 @@ from pathlib import Path
 import jinja2
 
 from . import cir
+from .dtypes import CTYPE
 from .onf import ONF, freeze, mangle
 from .targets import get_target
 
@@ -29,6 +30,19 @@ HELPERS = (
     "/* exp through exp2 of a prescaled argument: one fast hardware instruction on GPUs */\n"
     "static inline float moac_expf(float x) { return exp2f(x * 1.44269504088896340736f); }",
     "static inline double moac_exp(double x) { return exp(x); }",
+    "/* bf16 and f16 storage, widened to f32 on load */\n"
+    "static inline float moac_bf16_to_f32(uint16_t h) { union { uint32_t u; float f; } v; "
+    "v.u = (uint32_t)h << 16; return v.f; }",
+    "static inline float moac_f16_to_f32(uint16_t h) {\n"
+    "    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;\n"
+    "    if (e == 0 && m == 0) u = sign;                                  /* ±0 */\n"
+    "    else if (e == 0) {                                               /* subnormal: normalise */\n"
+    "        e = 113; while (!(m & 0x400u)) { m <<= 1; e--; }\n"
+    "        u = sign | (e << 23) | ((m & 0x3ffu) << 13);\n"
+    "    } else if (e == 31) u = sign | 0x7f800000u | (m << 13);          /* inf, nan */\n"
+    "    else u = sign | ((e + 112) << 23) | (m << 13);\n"
+    "    union { uint32_t u; float f; } v; v.u = u; return v.f;\n"
+    "}",
     "/* tokens per gang for the split-K plan: a power of two in 16 ... 128, aiming at about\n"
     " * 1024 gangs in all so that every multiprocessor has several gangs to run */\n"
     "static inline int64_t moac_chunk(int64_t tokens, int64_t frames) { int64_t want = (tokens * frames + 1023) / 1024; "
@@ -80,7 +94,7 @@ def signature(onf: ONF) -> Signature:
     bufs = {b.name: b for b in onf.buffers}
     params = []
     for i in prog.inputs:
-        params.append(Param(i.name, mangle(i.name), "input", onf.ctype, bufs[i.name].shape))
+        params.append(Param(i.name, mangle(i.name), "input", CTYPE[i.dtype], bufs[i.name].shape))
     for name, _ in prog.outputs:
         params.append(Param(name, mangle(name), "output", onf.ctype, bufs[name].shape))
     for s in onf.params:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import sympy as sp
 
+from . import dtypes
 from .dnf import DReduce, DOp, DSelect
 from .errors import ArgumentError, CheckError, MoacError
 
@@ -17,7 +18,7 @@ DEFAULT_SIZE = 13     # a prime, so every lifting guard is exercised
 EPS = {"float": float(np.finfo(np.float32).eps), "double": float(np.finfo(np.float64).eps)}
 
 
-def random_inputs(prog, sizes: dict, dtype, seed: int) -> tuple[dict, dict]:
+def random_inputs(prog, sizes: dict, dtype=None, seed: int = 0) -> tuple[dict, dict]:
     """Seeded standard-normal inputs for every declared input, all sizes bound."""
     from .sizes import resolve
     env = resolve(prog.core, sizes)
@@ -27,7 +28,7 @@ def random_inputs(prog, sizes: dict, dtype, seed: int) -> tuple[dict, dict]:
     arrays = {}
     for info in prog.inputs:
         shape = tuple(int(sp.sympify(e).xreplace(env)) for e in info.shape)
-        arrays[info.name] = rng.standard_normal(shape).astype(dtype)
+        arrays[info.name] = dtypes.random(info.dtype, rng, shape)
     return arrays, {k.name: int(v) for k, v in env.items()}
 
 

@@ -33,7 +33,8 @@ def check_constraints(program: C.CoreProgram, env: dict) -> None:
 
 def evaluate(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) -> dict:
     env = bind_sizes(program, arrays, sizes)
-    inputs = {i.name: np.asarray(arrays[i.name], dtype=np.float64) for i in program.inputs}
+    from .dtypes import as_float64
+    inputs = {i.name: as_float64(i.dtype, arrays[i.name]) for i in program.inputs}
     ev = _Eval(env, inputs)
     return {name: ev.eval(node, {}) for name, node in program.outputs}
 

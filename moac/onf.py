@@ -33,8 +33,8 @@ from .targets import VECTOR_LENGTH, get_target
 
 CHUNK = 128          # tokens per gang in the split-K lifting (measured best on the H200, GCC 12)
 REDUCE_GANGS = 256   # gangs for a lifted scalar reduction
-DTYPE_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2}
-CTYPE = {"f64": "double", "f32": "float"}
+from .dtypes import BYTES as DTYPE_BYTES  # noqa: E402
+from .dtypes import CTYPE  # noqa: E402
 _IDENT = {"add": 0.0, "mul": 1.0, "max": float("-inf"), "min": float("inf")}
 
 
@@ -463,7 +463,10 @@ class _Kern:
         self.accesses.append(Access(self.name, array, off, tuple(index), self.logical(index),
                                     gamma_text(index, buf.shape), False,
                                     self.lanes.name if self.lanes is not None else None, diff))
-        return cir.Load(mangle(array), gamma_c(index, buf.shape))
+        load = cir.Load(mangle(array), gamma_c(index, buf.shape))
+        if buf.dtype in ("f16", "bf16"):
+            return cir.Call(f"moac_{buf.dtype}_to_f32", (load,))
+        return load
 
     def write(self, array: str, index: tuple, value) -> object:
         buf = self.onf.buffers[array]
@@ -491,10 +494,7 @@ class _Builder:
         self.subs = resolve(prog, sizes)                  # symbol -> Integer, derived sizes solved
         self.fixed = {s.name: int(v) for s, v in self.subs.items()}
         dtypes = {i.dtype for i in prog.inputs}
-        for i in prog.inputs:
-            if i.dtype not in CTYPE:
-                raise RewriteError(f"input '{i.name}' has dtype {i.dtype}; the C back end supports f32 and "
-                                   f"f64 inputs", i.span, prog.source)
+        # arithmetic in f64 if any input is f64, else in f32 (f16 and bf16 are widened on load)
         self.dtype = "f64" if "f64" in dtypes else "f32"
         self.ctype = CTYPE[self.dtype]
         self.fsuffix = "f" if self.ctype == "float" else ""
