@@ -92,6 +92,15 @@ def main(argv: list[str] | None = None) -> int:
     common(p)
     p.add_argument("--seed", type=int, default=0)
 
+    p = sub.add_parser("cost", help="DRAM bytes, flops, KV bytes per token, intensity and roofline")
+    common(p)
+    p.add_argument("--hardware", action="append", default=[], metavar="NAME",
+                   help="H100, H200, A100, B200, MI300X, cpu (measured now) or all (default: the GPUs)")
+    p.add_argument("--layers", type=int, help="layers of the model, for KV bytes per token of the whole model")
+    p.add_argument("--kv-dtype", choices=("f32", "f16", "bf16", "f64"),
+                   help="count the inputs that have the token axis as stored in this dtype")
+    p.add_argument("--tokens", default="n", metavar="SIZE", help="the size that counts tokens (default n)")
+
     args = ap.parse_args(argv)
     prog = None
     try:
@@ -112,6 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "compile":
             from .commands import compile_command
             return compile_command(prog, args, sizes)
+        if args.cmd == "cost":
+            from .cost import hardware_list, report
+            print(report(prog, sizes, hardware_list(args.hardware), args.layers, args.kv_dtype, args.tokens,
+                         args.target))
+            return 0
         if args.cmd == "check":
             from .commands import check_command
             return check_command(prog, args, sizes)

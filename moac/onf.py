@@ -128,6 +128,7 @@ class ONF:
     minimum: sp.Expr
     flops: sp.Expr
     notes: tuple
+    run_time: tuple = ()  # (symbol, python function, argument expressions): values chosen at run time
 
     def __str__(self) -> str:
         return format_onf(self)
@@ -485,7 +486,7 @@ _F2 = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 
 
 class _Builder:
-    def __init__(self, dnf: DNF, target: str, sizes: dict, mapping: str, unroll: int = 4):
+    def __init__(self, dnf: DNF, target: str, sizes: dict, mapping: str, unroll: int = 4, storage: dict | None = None):
         self.dnf = dnf
         self.target = get_target(target)
         self.mapping = mapping
@@ -500,9 +501,11 @@ class _Builder:
         self.fsuffix = "f" if self.ctype == "float" else ""
         self.buffers: dict = {}
         for i in prog.inputs:
-            self.buffers[i.name] = Buffer(i.name, "input", i.dtype, self.spec(i.shape), "DRAM")
+            self.buffers[i.name] = Buffer(i.name, "input", (storage or {}).get(i.name, i.dtype), self.spec(i.shape),
+                                          "DRAM")
         self.kernels: list = []
         self.prologue: list = []
+        self.run_time: list = []
         self.unroll = unroll
         self.lifts: list = []
         self.notes: list = []
@@ -1062,6 +1065,7 @@ def _split_k(b: _Builder, at: _Attn):
     gsym = internal("g")
     l = at.l
     b.prologue.append(cir.Decl("int64_t", "chunk", cir.Call("moac_chunk", (freeze(N), freeze(fsize)))))
+    b.run_time.append((C, chunk_size, (N, fsize)))
     b.notes.append(f"chunk = moac_chunk({fmt_index(N)}, {fmt_index(fsize)}): tokens per gang, a power of two in "
                    f"16 … {CHUNK}, chosen at run time so that about 1024 gangs share the work")
     b.add_buffer(at.out.name, "output", b.spec(tuple(at.out.shape)))
@@ -1198,10 +1202,19 @@ def _split_k(b: _Builder, at: _Attn):
 # --------------------------------------------------------------------------- driver
 
 
+def chunk_size(tokens: int, frames: int) -> int:
+    """The C helper moac_chunk, for evaluating ONF expressions at given sizes."""
+    want, c = (tokens * frames + 1023) // 1024, 16
+    while c < want and c < CHUNK:
+        c *= 2
+    return c
+
+
 def to_onf(d: DNF, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto",
-           unroll: int = 4) -> ONF:
+           unroll: int = 4, storage: dict | None = None) -> ONF:
+    """`storage` overrides the declared dtype of inputs (name -> dtype) for cost studies."""
     sizes = sizes or {}
-    b = _Builder(d, target, sizes, mapping, unroll)
+    b = _Builder(d, target, sizes, mapping, unroll, storage or {})
     prog = d.program
     attn = _match_attention(d.stmts) if mapping == "auto" else None
     if attn is not None:
@@ -1217,14 +1230,15 @@ def to_onf(d: DNF, target: str = "openacc", sizes: dict | None = None, mapping: 
     minimum = sp.Integer(0)
     need = needed_reads(d, b.subs)
     for i in prog.inputs:
-        minimum += need.get(i.name, sp.Integer(0)) * DTYPE_BYTES[i.dtype]
+        minimum += need.get(i.name, sp.Integer(0)) * DTYPE_BYTES[b.buffers[i.name].dtype]
     for name, node in prog.outputs:
         minimum += b.buffers[name].size * DTYPE_BYTES[b.dtype]
     traffic = sp.expand(sum((k.traffic for k in b.kernels), sp.Integer(0)))
     flops = sp.expand(sum((k.flops for k in b.kernels), sp.Integer(0)))
     params = tuple(s.name for s in prog.sizes if s.name not in b.fixed)
     return ONF(d, target, mapping, plan, dict(b.fixed), params, b.ctype, tuple(b.buffers.values()),
-               tuple(b.kernels), tuple(b.prologue), tuple(b.lifts), tuple(stmts), traffic, sp.expand(minimum), flops, tuple(b.notes))
+               tuple(b.kernels), tuple(b.prologue), tuple(b.lifts), tuple(stmts), traffic, sp.expand(minimum), flops,
+               tuple(b.notes), tuple(b.run_time))
 
 
 # --------------------------------------------------------------------------- printing

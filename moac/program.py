@@ -29,10 +29,11 @@ class Program:
     def dnf(self) -> dnf.DNF:
         return self._dnf
 
-    def onf(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto", unroll: int = 4):
+    def onf(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto", unroll: int = 4,
+            storage: dict | None = None):
         from . import onf
         return onf.to_onf(self._dnf, target=target, sizes=sizes or {}, mapping=mapping,
-                          unroll=unroll)                                                 # stage 4
+                          unroll=unroll, storage=storage)                                # stage 4
 
     def c_source(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto",
                  unroll: int = 4) -> str:
