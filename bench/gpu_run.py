@@ -49,7 +49,7 @@ def run_bundle(manifest_path: Path, sizes: dict, reps: int, torch, np) -> dict:
         if p["kind"] == "size":
             continue
         shape = shape_of(p["shape"], sizes)
-        if p["kind"] == "input":
+        if p["kind"] in ("input", "inout"):
             t = torch.randn(shape, device="cuda", dtype=torch.float32, generator=g)
         else:
             t = torch.full(shape, float("nan"), device="cuda", dtype=torch.float32)   # poisoned

@@ -144,6 +144,8 @@ class Kernel:
                                     f"(declared {info.dtype}), got {a.dtype}")
             if not a.flags.c_contiguous:
                 raise ArgumentError(f"input '{info.name}' must be C-contiguous (use np.ascontiguousarray)")
+            if info.name in {u for u, _ in prog.updates} and not a.flags.writeable:
+                raise ArgumentError(f"input '{info.name}' is updated in place and must be writeable")
         env = bind(prog, {k: v.shape for k, v in arrays.items()}, {**given, **self.onf.fixed})
         return {str(k): int(v) for k, v in env.items()}, env
 
@@ -154,8 +156,10 @@ class Kernel:
         ffi = self._ffi
         outs, args = {}, []
         for p in self.signature.params:
-            if p.kind == "input":
+            if p.kind in ("input", "inout"):
                 args.append(ffi.cast(f"{p.ctype} *", arrays[p.name].ctypes.data))   # kept alive by `arrays`
+                if p.kind == "inout":
+                    outs[p.name] = arrays[p.name]          # updated in place
             elif p.kind == "output":
                 shape = tuple(int(sp.sympify(s).xreplace(env)) for s in p.shape)
                 out = np.empty(shape, dtype=NP_DTYPE[p.ctype])

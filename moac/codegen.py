@@ -93,8 +93,10 @@ def signature(onf: ONF) -> Signature:
     prog = onf.dnf.program
     bufs = {b.name: b for b in onf.buffers}
     params = []
+    updated = {name for name, _ in prog.updates}
     for i in prog.inputs:
-        params.append(Param(i.name, mangle(i.name), "input", CTYPE[i.dtype], bufs[i.name].shape))
+        kind = "inout" if i.name in updated else "input"
+        params.append(Param(i.name, mangle(i.name), kind, CTYPE[i.dtype], bufs[i.name].shape))
     for name, _ in prog.outputs:
         params.append(Param(name, mangle(name), "output", onf.ctype, bufs[name].shape))
     for s in onf.params:
@@ -141,11 +143,14 @@ def to_c(onf: ONF) -> str:
         def sect(names):
             return ", ".join(f"{mangle(n)}[0:{_count(bufs[n].size)}]" for n in names)
         ins = [b.name for b in onf.buffers if b.role == "input"]
+        inouts = [b.name for b in onf.buffers if b.role == "inout"]
         outs = [b.name for b in onf.buffers if b.role == "output"]
         scr = [b.name for b in onf.buffers if b.role == "scratch"]
         parts = []
         if ins:
             parts.append(f"copyin({sect(ins)})")
+        if inouts:
+            parts.append(f"copy({sect(inouts)})")
         if outs:
             parts.append(f"copyout({sect(outs)})")
         if scr:

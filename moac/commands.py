@@ -79,8 +79,8 @@ def check_command(prog, args, sizes: dict) -> int:
     shown = " ".join(f"{k}={v}" for k, v in all_sizes.items())
     print(f"check {prog.source.filename}: target {args.target}, sizes {shown}, seed {args.seed}")
     ok_all = True
-    for name in prog.outputs:
-        max_abs, max_rel, ok, where = compare(name, got[name], ref[name], tol)
+    for name in list(prog.outputs) + [u for u, _ in prog.core.updates]:
+        max_abs, max_rel, ok, where = compare(name, dtypes.as_float64(_decl(prog, name), got[name]), ref[name], tol)
         print(f"  {name}: max abs error {max_abs:.3e}, max rel error {max_rel:.3e} (tolerance {tol:.1e} "
               f"relative to max|ref|, reduction length {L}) {'OK' if ok else 'MISMATCH at ' + str(where)}")
         ok_all &= ok
@@ -88,6 +88,11 @@ def check_command(prog, args, sizes: dict) -> int:
         print("check FAILED", file=sys.stderr)
         return 1
     return 0
+
+
+def _decl(prog, name: str) -> str:
+    """The storage dtype of an input or output (outputs are in the kernel's arithmetic type)."""
+    return next((i.dtype for i in prog.inputs if i.name == name), "f64")
 
 
 def compile_command(prog, args, sizes: dict) -> int:

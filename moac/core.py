@@ -185,6 +185,7 @@ class CoreProgram:
     outputs: tuple            # (name, CNamed)
     constraints: tuple        # Constraint
     derived: tuple = ()       # (name, sympy expression over `sizes`): sizes given by the others
+    updates: tuple = ()       # (input name, CNamed): buffers the program rewrites in place
 
     def size_names(self) -> list:
         return [s.name for s in self.sizes] + [n for n, _ in self.derived]
@@ -609,6 +610,7 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
 
     used_sizes: set = set()
     derived: dict = {}
+    updates: list = []
 
     def define(name: S.Name, kind: str):
         if name.id in defined_at or name.id in el.sizes:
@@ -655,9 +657,13 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
                     if isinstance(v, CInput):
                         raise el.err(NameError_, f"output '{nm.id}' is an input; outputs must be computed", nm)
                     outputs.append((nm.id, v))
+            case S.UpdateDecl(name=nm, expr=e):
+                _update(el, nm, e, glob, updates, st.span)
             case S.FnDef():
                 pass
-    if not outputs:
+    if not outputs and updates:
+        pass
+    elif not outputs:
         assigns = [st for st in module.stmts if isinstance(st, S.Assign)]
         if not assigns:
             raise MoacError("the program computes nothing: no assignment and no output", Span(1, 1, 1, 1), source)
@@ -669,7 +675,29 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
         constraints.setdefault(c.cond, c)
     independent = tuple(v for v in el.sizes.values() if isinstance(v, sp.Symbol))
     return CoreProgram(source, independent, hints, tuple(inputs), tuple(outputs),
-                       tuple(constraints.values()), tuple(derived.items()))
+                       tuple(constraints.values()), tuple(derived.items()), tuple(updates))
+
+
+def _update(el: "_Elab", nm: S.Name, e: S.Node, glob: "_Scope", updates: list, span: Span) -> None:
+    """`update K ← e`: K is an input (a buffer the caller owns); e has K's rank and cell
+    shape and at most as many rows.  Rows of K beyond e's are left as they were."""
+    target = glob.lookup(nm.id)
+    if not isinstance(target, CInput):
+        raise el.err(NameError_, f"only an input can be updated; '{nm.id}' is "
+                     f"{'not defined' if target is None else 'computed'}", nm)
+    if any(u[0] == nm.id for u in updates):
+        raise el.err(NameError_, f"'{nm.id}' is updated twice", nm)
+    value = el.expr(e, glob)
+    if value.rank != target.rank or value.rank == 0 or not same_shape(value.shape[1:], target.shape[1:]):
+        raise el.err(ShapeError, f"update of '{nm.id}' {show_shape(target.shape)} needs rows of shape "
+                     f"{show_shape(target.shape[1:])}; got {show_shape(value.shape)}", e)
+    rows, cap = value.shape[0], target.shape[0]
+    fits = sp.Le(rows, cap)
+    if provably_false(fits):
+        raise el.err(ShapeError, f"the update writes {rows} rows into '{nm.id}', which holds {cap}", e)
+    if not provably(fits):
+        el.constraints.append(Constraint(fits, f"'{nm.id}' is full: the update needs {rows} rows, it holds {cap}", span))
+    updates.append((nm.id, CNamed(value.span, value.shape, nm.id, value)))
 
 
 def _size_def(el: "_Elab", nm: S.Name, e: S.Node, glob: "_Scope", used: set, derived: dict, define) -> None:

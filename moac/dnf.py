@@ -547,6 +547,14 @@ def to_dnf(program: C.CoreProgram) -> DNF:
             ctx.scope[v] = n
         body = psi_reduce(node.arg, vars_, ctx)
         ctx.stmts.append(DStmt(name, vars_, node.shape, body, "output"))
+    for name, node in program.updates:          # last: they overwrite buffers the others read
+        ctx.used = set()
+        ctx.scope = {}
+        vars_ = tuple(ctx.fresh(n) for n in node.shape)
+        for v, n in zip(vars_, node.shape):
+            ctx.scope[v] = n
+        body = psi_reduce(node.arg, vars_, ctx)
+        ctx.stmts.append(DStmt(name, vars_, node.shape, body, "update"))
     return DNF(program, tuple(ctx.stmts), tuple(ctx.trace))
 
 
@@ -610,7 +618,7 @@ def format_dnf(d: DNF) -> str:
     for i in p.inputs:
         lines.append(f"input   {i.name} : {i.dtype} {C.show_shape(i.shape)}")
     for s in d.stmts:
-        tag = "temp   " if s.role == "temp" else "output "
+        tag = {"temp": "temp   ", "output": "output ", "update": "update "}[s.role]
         lines.append(f"{tag} {format_stmt(s)}")
     for c in p.constraints:
         lines.append(f"require {fmt_index(c.cond)}    -- {c.message}")
@@ -683,7 +691,9 @@ def evaluate_dnf(d: DNF, arrays: dict, sizes: dict | None = None) -> dict:
         for ix in itertools.product(*(range(s) for s in shape)):
             ienv = {**base, **{v: sp.Integer(i) for v, i in zip(st.vars, ix)}}
             res[ix] = ev(st.body, ienv)
+        if st.role == "update":                     # the buffer keeps its rows beyond the update's
+            res = np.concatenate([res, store[st.name][res.shape[0]:]], axis=0)
         store[st.name] = res
-        if st.role == "output":
+        if st.role in ("output", "update"):
             out[st.name] = res
     return out

@@ -27,7 +27,8 @@ def check_constraints(program: C.CoreProgram, env: dict) -> None:
     import sympy as sp
     for c in program.constraints:
         if not bool(sp.sympify(c.cond).xreplace(env)):
-            shown = ", ".join(f"{k.name} = {v}" for k, v in env.items() if k in sp.sympify(c.cond).free_symbols)
+            free = sp.sympify(c.cond).free_symbols
+            shown = ", ".join(f"{k.name} = {env[k]}" for k in program.sizes if k in free and k in env)
             raise ArgumentError(f"{c.message}, but {shown}", c.span, program.source)
 
 
@@ -36,7 +37,11 @@ def evaluate(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) ->
     from .dtypes import as_float64
     inputs = {i.name: as_float64(i.dtype, arrays[i.name]) for i in program.inputs}
     ev = _Eval(env, inputs)
-    return {name: ev.eval(node, {}) for name, node in program.outputs}
+    out = {name: ev.eval(node, {}) for name, node in program.outputs}
+    for name, node in program.updates:          # the buffer as the call leaves it (a new array)
+        rows = ev.eval(node, {})
+        out[name] = np.concatenate([rows, inputs[name][rows.shape[0]:]], axis=0)
+    return out
 
 
 class _Eval:

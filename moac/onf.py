@@ -65,6 +65,7 @@ class Access:
     write: bool
     lanes: str | None    # the loop variable the vector lanes run over
     diff: sp.Expr | None # γ-difference between adjacent lanes
+    extents: tuple = ()  # (variable, number of values) where the access happens, guards applied
 
     @property
     def verdict(self) -> str:
@@ -317,7 +318,8 @@ def footprint(index: tuple, shape: tuple, extents: dict) -> sp.Expr:
         d = distinct_values(i, extents)
         total *= n if d is None else d
     size = sp.Mul(*shape) if shape else sp.Integer(1)
-    return size if _size_key(size) < _size_key(total) else total
+    over = sp.expand(total - size)
+    return size if (over.is_nonnegative or (over.is_number and over >= 0)) else total
 
 
 def needed_reads(d: DNF, subs: dict) -> dict:
@@ -336,12 +338,18 @@ def needed_reads(d: DNF, subs: dict) -> dict:
                     walk(x, ext)
             case DReduce(var=v, extent=n, body=b):
                 walk(b, {**ext, v: sp.sympify(n).xreplace(subs)})
-            case DSelect(then=t, other=o):
-                walk(t, ext)
-                walk(o, ext)
+            case DSelect(cond=c, then=t, other=o):
+                c = sp.sympify(c).xreplace(subs)
+                if isinstance(c, sp.StrictLessThan) and c.lhs in ext:
+                    walk(t, {**ext, c.lhs: c.rhs})
+                    walk(o, {**ext, c.lhs: ext[c.lhs] - c.rhs})
+                else:
+                    walk(t, ext)
+                    walk(o, ext)
 
     for st in d.stmts:
-        walk(st.body, {v: sp.sympify(n).xreplace(subs) for v, n in zip(st.vars, st.shape)})
+        body, starts = _narrow(st, st.body)
+        walk(body, {v: sp.sympify(n - starts.get(v, 0)).xreplace(subs) for v, n in zip(st.vars, st.shape)})
     return need
 
 
@@ -360,6 +368,57 @@ def count_flops(e) -> sp.Expr:
 
 
 # --------------------------------------------------------------------------- materialisation
+
+
+def hoist_selects(e):
+    """Move a guard out of a reduction it does not depend on:
+    Σ_j f(a if c else b) = (Σ_j f(a)) if c else (Σ_j f(b)) when c does not mention j.
+    (Appending to a cache makes the score of the new row a guarded read; hoisted, the
+    guard is tested once per row instead of once per element of the row.)"""
+    match e:
+        case DReduce(op=op, var=v, extent=ext, body=b):
+            b = hoist_selects(b)
+            c = _find_guard(b, {v})
+            if c is not None:
+                return DSelect(c, hoist_selects(DReduce(op, v, ext, _choose(b, c, True))),
+                               hoist_selects(DReduce(op, v, ext, _choose(b, c, False))))
+            return DReduce(op, v, ext, b)
+        case DOp(op=op, args=args):
+            return DOp(op, tuple(hoist_selects(a) for a in args))
+        case DSelect(cond=c, then=t, other=o):
+            return DSelect(c, hoist_selects(t), hoist_selects(o))
+    return e
+
+
+def _find_guard(e, bound: set):
+    """A guard inside e that mentions none of the `bound` variables, if any."""
+    match e:
+        case DSelect(cond=c, then=t, other=o):
+            if not (sp.sympify(c).free_symbols & bound):
+                return c
+            return _find_guard(t, bound) or _find_guard(o, bound)
+        case DOp(args=args):
+            for a in args:
+                g = _find_guard(a, bound)
+                if g is not None:
+                    return g
+        case DReduce(var=v, body=b):
+            return _find_guard(b, bound | {v})
+    return None
+
+
+def _choose(e, cond, value: bool):
+    """e with every guard `cond` decided."""
+    match e:
+        case DSelect(cond=c, then=t, other=o):
+            if c == cond:
+                return _choose(t if value else o, cond, value)
+            return DSelect(c, _choose(t, cond, value), _choose(o, cond, value))
+        case DOp(op=op, args=args):
+            return DOp(op, tuple(_choose(a, cond, value) for a in args))
+        case DReduce(op=op, var=v, extent=ext, body=b):
+            return DReduce(op, v, ext, _choose(b, cond, value))
+    return e
 
 
 def materialise(stmts: list[DStmt]) -> list[DStmt]:
@@ -463,7 +522,8 @@ class _Kern:
         diff = lane_diff(off, self.lanes) if self.lanes is not None else None
         self.accesses.append(Access(self.name, array, off, tuple(index), self.logical(index),
                                     gamma_text(index, buf.shape), False,
-                                    self.lanes.name if self.lanes is not None else None, diff))
+                                    self.lanes.name if self.lanes is not None else None, diff,
+                                    tuple(self.all_vars.items())))
         load = cir.Load(mangle(array), gamma_c(index, buf.shape))
         if buf.dtype in ("f16", "bf16"):
             return cir.Call(f"moac_{buf.dtype}_to_f32", (load,))
@@ -475,7 +535,8 @@ class _Kern:
         diff = lane_diff(off, self.lanes) if self.lanes is not None else None
         self.accesses.append(Access(self.name, array, off, tuple(index), self.logical(index),
                                     gamma_text(index, buf.shape), True,
-                                    self.lanes.name if self.lanes is not None else None, diff))
+                                    self.lanes.name if self.lanes is not None else None, diff,
+                                    tuple(self.all_vars.items())))
         return cir.Store(mangle(array), gamma_c(index, buf.shape), value)
 
     def loop(self, var: str, extent, level: str, meaning: str):
@@ -579,8 +640,10 @@ class _Builder:
                 return [cir.Decl(self.ctype, acc, self.fnum(_IDENT[op])), loop], cir.Var(acc)
             case DSelect(cond=c, then=t, other=o):
                 tmp = k.local("sel")
-                pt, xt = self.lower(t, k, vector_var)
-                po, xo = self.lower(o, k, vector_var)
+                with _guarded(k, c, True):
+                    pt, xt = self.lower(t, k, vector_var)
+                with _guarded(k, c, False):
+                    po, xo = self.lower(o, k, vector_var)
                 code = cir.If(freeze_cond(c), tuple(pt) + (cir.Assign(tmp, xt),), tuple(po) + (cir.Assign(tmp, xo),))
                 return [cir.Decl(self.ctype, tmp), code], cir.Var(tmp)
         raise TypeError(e)
@@ -634,7 +697,26 @@ class _Builder:
                                    sp.expand(scratch), tuple(k.loops), tuple(k.accesses)))
 
     def footprint(self, a: Access, k: _Kern) -> sp.Expr:
-        return footprint(a.logical, self.buffers[a.array].shape, k.all_vars)
+        return footprint(a.logical, self.buffers[a.array].shape, dict(a.extents) or k.all_vars)
+
+
+class _guarded:
+    """Inside a branch guarded by `v < a`, v takes at most a values (n − a in the other
+    branch): the footprints of the branch's accesses use the narrowed extent."""
+    def __init__(self, k: "_Kern", cond, taken: bool):
+        self.k, self.cond, self.taken, self.saved = k, sp.sympify(cond), taken, None
+
+    def __enter__(self):
+        c, k = self.cond, self.k
+        if isinstance(c, sp.StrictLessThan) and c.lhs in k.all_vars:
+            v, a = c.lhs, c.rhs
+            self.saved = (v, k.all_vars[v])
+            k.all_vars[v] = a if self.taken else k.all_vars[v] - a
+
+    def __exit__(self, *exc):
+        if self.saved:
+            v, n = self.saved
+            self.k.all_vars[v] = n
 
 
 def _size_key(e):
@@ -662,14 +744,38 @@ def _bind(k: _Kern, var: sp.Symbol, extent):
     k.all_vars[var] = extent
 
 
+def _narrow(st: DStmt, body) -> tuple:
+    """For an update, the rows it would rewrite with their own values are not written:
+    `⟨i j⟩ψK = (⟨i j⟩ψK if i < n else …)` runs i from n.  Returns (body, {var: start})."""
+    starts: dict = {}
+    if st.role != "update":
+        return body, starts
+    same = DRead(st.name, tuple(st.vars))
+    while isinstance(body, DSelect):
+        c = sp.sympify(body.cond)
+        if body.then == same and isinstance(c, sp.StrictLessThan) and c.lhs in st.vars and c.lhs not in starts:
+            starts[c.lhs] = c.rhs
+            body = body.other
+        elif body.other == same and isinstance(c, sp.GreaterThan) and c.lhs in st.vars and c.lhs not in starts:
+            starts[c.lhs] = c.rhs
+            body = body.then
+        else:
+            break
+    return body, starts
+
+
 def _generic(b: _Builder, stmts: list[DStmt]):
     for st in stmts:
         body = b.spec_expr(st.body)
         shape = b.spec(tuple(st.shape))
-        if st.role == "output" or st.name not in b.buffers:
+        if st.role == "update":
+            old = b.buffers[st.name]
+            b.buffers[st.name] = Buffer(old.name, "inout", old.dtype, old.shape, old.placement)
+        elif st.role == "output" or st.name not in b.buffers:
             b.add_buffer(st.name, "output" if st.role == "output" else "scratch", shape)
         if shape:
-            _generic_array(b, st, body, shape)
+            body, starts = _narrow(st, body)
+            _generic_array(b, st, body, shape, {v: b.spec(x) for v, x in starts.items()})
         elif isinstance(body, DReduce):
             _generic_scalar_reduction(b, st, body)
         else:
@@ -731,7 +837,8 @@ def _lane_score(b: _Builder, st: DStmt, e, var) -> float:
     return score
 
 
-def _generic_array(b: _Builder, st: DStmt, body, shape):
+def _generic_array(b: _Builder, st: DStmt, body, shape, starts: dict | None = None):
+    starts = starts or {}
     k = _kern(b, f"k{len(b.kernels) + 1}_{st.name}")
     outs = list(st.vars)
     reds = [r.var for r in _outer_reductions(body, [])]
@@ -739,11 +846,11 @@ def _generic_array(b: _Builder, st: DStmt, body, shape):
     if b.mapping == "naive" and reds:
         vector = reds[0]
     else:
-        cands = [last] + reds
-        vector = max(cands, key=lambda v: (_lane_score(b, st, body, v), v == last))
+        cands = ([last] if last not in starts else []) + reds
+        vector = max(cands, key=lambda v: (_lane_score(b, st, body, v), v == last)) if cands else None
     for v, n in zip(st.vars, shape):
-        _bind(k, v, n)
-    k.trip = sp.Mul(*shape)
+        _bind(k, v, n - starts.get(v, 0))
+    k.trip = sp.Mul(*[n - starts.get(v, 0) for v, n in zip(st.vars, shape)])
     gang_vars = outs if vector != last else outs[:-1]
     inner: list = []
     lanes_over_output = vector == last
@@ -768,25 +875,31 @@ def _generic_array(b: _Builder, st: DStmt, body, shape):
         loops.append((lift_outer, freeze(sp.ceiling(n_last / VECTOR_LENGTH)),
                       f"lifted DNF axis {last.name}: ⟨{fmt_index(n_last)}⟩ → ⟨⌈{fmt_index(n_last)}/{VECTOR_LENGTH}⌉ {VECTOR_LENGTH}⟩"))
         for v, n in zip(gang_vars, shape):
-            k.loop(v.name, n, "gang", f"DNF axis {v.name}")
+            k.loop(v.name, n, "gang", f"DNF axis {v.name}" + (f", from {fmt_index(starts[v])}" if v in starts else ""))
         k.loop(lift_outer, sp.ceiling(n_last / VECTOR_LENGTH), "gang", f"lifted DNF axis {last.name}")
         code = [lane_loop]
     else:
         loops = [(mangle(v.name), freeze(n), f"DNF axis {v.name} < {fmt_index(n)}") for v, n in zip(gang_vars, shape)]
+    loops = [(var, ext, meaning + (f", from {fmt_index(starts[v])} (rows before are unchanged)"
+                                   if v in starts else ""), freeze(starts.get(v, 0)))
+             for (var, ext, meaning), v in zip(loops, list(gang_vars) + [None])]
+    if not lanes_over_output:
         for v, n in zip(gang_vars, shape):
-            k.loop(v.name, n, "gang", f"DNF axis {v.name}")
+            k.loop(v.name, n, "gang", f"DNF axis {v.name}" + (f", from {fmt_index(starts[v])}" if v in starts else ""))
         code = inner
     nest = _nest(b, loops, code, k)
-    b.finish_kernel(k, f"{st.name}: {'lanes over ' + vector.name}", nest)
+    what = "update" if st.role == "update" else ""
+    lanes = f"lanes over {vector.name}" if vector is not None else "no vector lanes"
+    b.finish_kernel(k, f"{st.name}: {what}{', ' if what else ''}{lanes}", nest)
 
 
 def _nest(b: _Builder, loops: list, code: list, k: _Kern) -> list:
     """Wrap `code` in the gang loops (outermost first), the pragma on the outermost."""
     body = tuple(code)
-    for i, (var, ext, meaning) in enumerate(reversed(loops)):
+    for i, (var, ext, meaning, *start) in enumerate(reversed(loops)):
         outermost = i == len(loops) - 1
         pragma = b.target.gang_pragma(len(loops), b.clauses_for(k)) if outermost else None
-        body = (cir.For(var, ext, body, pragma, meaning),)
+        body = (cir.For(var, ext, body, pragma, meaning, start[0] if start else cir.Int(0)),)
     if not loops:
         return [cir.Block(body, b.target.serial_pragma(b.clauses_for(k)))]
     return list(body)
@@ -943,6 +1056,7 @@ def _scores_pass(b: _Builder, k: _Kern, E, ev, l, pidx: tuple, C, U: int) -> tup
     base = cir.mul(cir.Var("g"), freeze(C))
     single_first = cir.add(base, cir.Var("c"))
     copies = []
+    mark = (len(k.accesses), k.flops)
     if U > 1:
         saved_trip = k.trip
         k.trip = k.trip / U
@@ -961,6 +1075,8 @@ def _scores_pass(b: _Builder, k: _Kern, E, ev, l, pidx: tuple, C, U: int) -> tup
         jammable = jammable and len(reds) >= 1 and reds[0].op == "add"
         if not jammable:
             U = 1
+            del k.accesses[mark[0]:]       # the unrolled copies are not emitted
+            k.flops = mark[1]
     if U == 1:
         saved_trip = k.trip
         decls, pre, after = one(l, single_first, "sc")
@@ -1086,7 +1202,6 @@ def _split_k(b: _Builder, at: _Attn):
         _bind(k, v, n)
     _bind(k, gsym, G)
     _bind(k, l, N)
-    k.all_vars.pop(gsym)
     pidx = tuple(frame) + (l,)   # p is indexed (frame, g·C + c) = (frame, l)
     lv = cir.Var(mangle(l.name))
     lval = cir.add(cir.mul(cir.Var("g"), freeze(C)), cir.Var("c"))
@@ -1216,15 +1331,18 @@ def to_onf(d: DNF, target: str = "openacc", sizes: dict | None = None, mapping: 
     sizes = sizes or {}
     b = _Builder(d, target, sizes, mapping, unroll, storage or {})
     prog = d.program
-    attn = _match_attention(d.stmts) if mapping == "auto" else None
+    norm = tuple(DStmt(st.name, st.vars, st.shape, hoist_selects(st.body), st.role) for st in d.stmts)
+    updates = [st for st in norm if st.role == "update"]
+    attn = _match_attention(tuple(st for st in norm if st.role != "update")) if mapping == "auto" else None
     if attn is not None:
-        stmts = list(d.stmts)
+        stmts = list(norm)
         plan = "split-K softmax contraction (token axis lifted into gang chunks, log-sum-exp combine)"
         _split_k(b, attn)
+        _generic(b, updates)
         for t in (attn.m, attn.z):
             b.notes.append(f"temporary {t.name} lives per chunk in registers (as m_g / z_g) and is never stored whole")
     else:
-        stmts = materialise(list(d.stmts))
+        stmts = materialise(list(norm))
         plan = "generic (one kernel per statement)" + (", naive lanes over reduction axes" if mapping == "naive" else "")
         _generic(b, stmts)
     minimum = sp.Integer(0)
@@ -1233,6 +1351,10 @@ def to_onf(d: DNF, target: str = "openacc", sizes: dict | None = None, mapping: 
         minimum += need.get(i.name, sp.Integer(0)) * DTYPE_BYTES[b.buffers[i.name].dtype]
     for name, node in prog.outputs:
         minimum += b.buffers[name].size * DTYPE_BYTES[b.dtype]
+    for st in updates:                     # an update writes only the rows that change
+        _, starts = _narrow(st, st.body)
+        rows = [b.spec(n) - b.spec(starts.get(v, 0)) for v, n in zip(st.vars, st.shape)]
+        minimum += sp.Mul(*rows) * DTYPE_BYTES[b.buffers[st.name].dtype]
     traffic = sp.expand(sum((k.traffic for k in b.kernels), sp.Integer(0)))
     flops = sp.expand(sum((k.flops for k in b.kernels), sp.Integer(0)))
     params = tuple(s.name for s in prog.sizes if s.name not in b.fixed)

@@ -120,6 +120,13 @@ class OutputDecl(Node):
 
 
 @dataclass(frozen=True, slots=True)
+class UpdateDecl(Node):
+    """`update K ← e`: after the call the caller's buffer K holds e in its leading rows."""
+    name: Name
+    expr: Node
+
+
+@dataclass(frozen=True, slots=True)
 class FnDef(Node):
     name: Name
     params: tuple[Name, ...]
@@ -188,6 +195,10 @@ class _ToAST(lark.Transformer):
 
     def output_decl(self, meta, items):
         return OutputDecl(_span(meta), tuple(Name(_span(t), str(t)) for t in items))
+
+    def update_decl(self, meta, items):
+        name, expr = items
+        return UpdateDecl(_span(meta), Name(_span(name), str(name)), expr)
 
     def fn_def(self, meta, items):
         fname = items[0]

@@ -174,7 +174,7 @@ def test_rules_at_other_sizes(sizes):
 # --------------------------------------------------------------------------- examples
 
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.moa"))
-EXAMPLE_SIZES = {"n": 5, "m": 3, "p": 2, "d": 3, "dk": 4, "dv": 3, "w": 4}
+EXAMPLE_SIZES = {"n": 5, "m": 3, "p": 2, "d": 3, "dk": 4, "dv": 3, "w": 4, "N": 8, "B": 2, "h": 2, "hq": 4, "hkv": 2}
 
 
 def test_examples_exist():
