@@ -131,6 +131,9 @@ class Kernel:
         arrays = {k: v for k, v in args.items() if k in names}
         given = {k: v for k, v in args.items() if k in size_names}
         for k, v in given.items():
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+                raise ArgumentError(f"size {k} must be a non-negative integer, got {v!r}")
+        for k, v in given.items():
             if k in self.onf.fixed and int(v) != self.onf.fixed[k]:
                 raise ArgumentError(f"size {k} = {v}, but the kernel was compiled for {k} = {self.onf.fixed[k]}")
         for info in prog.inputs:

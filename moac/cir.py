@@ -133,6 +133,9 @@ def fmt_float(v: float, ctype: str) -> str:
     return s + ("f" if ctype == "float" else "")
 
 
+_CMP = {"==", "!=", "<", "<=", ">", ">="}
+
+
 def expr(e, ctype: str = "float", prec: int = 0) -> str:
     """Print an expression; `ctype` decides float literal suffixes."""
     match e:
@@ -145,10 +148,21 @@ def expr(e, ctype: str = "float", prec: int = 0) -> str:
             return f"({s})" if (s.startswith("-") and prec > 0) else s
         case Bin(op=op, a=a, b=b):
             p = _PREC[op]
-            s = f"{expr(a, ctype, p)} {op} {expr(b, ctype, p + 1)}"
+            left, right = expr(a, ctype, p), expr(b, ctype, p + 1)
+            # what gcc's -Wparentheses asks for: && inside ||, a comparison inside == or !=
+            for side, child in (("l", a), ("r", b)):
+                text = left if side == "l" else right
+                need = isinstance(child, Bin) and not text.startswith("(") and (
+                    (op == "||" and child.op == "&&") or (op in ("==", "!=") and child.op in _CMP))
+                if need and side == "l":
+                    left = f"({left})"
+                elif need:
+                    right = f"({right})"
+            s = f"{left} {op} {right}"
             return f"({s})" if p < prec else s
         case Neg(a=a):
-            return f"-{expr(a, ctype, 7)}"
+            inner = expr(a, ctype, 7)
+            return f"-({inner})" if inner.startswith("-") else f"-{inner}"   # never `--x`
         case Call(fn=fn, args=args):
             return f"{fn}({', '.join(expr(x, ctype) for x in args)})"
         case Load(array=arr, index=i):

@@ -166,7 +166,7 @@ def to_c(onf: ONF) -> str:
         fname=sig.fname, params=sig.c_params(), ctype=onf.ctype,
         size_params=", ".join(f"int64_t {p.cname}" for p in sig.params if p.kind == "size") or "void",
         size_args=", ".join(p.cname for p in sig.params if p.kind == "size"), scratch=scratch, data_open=data_open,
-        prologue=prologue,
+        prologue=prologue, prologue_vars=[d.name for d in onf.prologue if isinstance(d, cir.Decl)],
         host_body=_body(onf, "present" if target.data_open else "", 2 if target.data_open else 1),
         device_body=_body(onf, "deviceptr", 1),
     )

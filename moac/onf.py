@@ -210,8 +210,17 @@ def gamma_c(index: tuple, shape: tuple):
 
 
 def mangle(name: str) -> str:
-    """User identifiers reach C only with a trailing underscore (never a keyword or one of ours)."""
+    """User identifiers reach C only with a trailing underscore (never a keyword or one of
+    ours); moac's own buffers ('@p', '@m_part') become moac_p, moac_m_part, which no
+    mangled user name can equal."""
+    if name.startswith("@"):
+        return "moac_" + name[1:]
     return name + "_"
+
+
+def shown(name: str) -> str:
+    """A buffer's name in the dumps."""
+    return name.lstrip("@")
 
 
 def freeze(e) -> object:
@@ -268,6 +277,8 @@ def freeze_cond(c) -> object:
     c = sp.sympify(c)
     if c is sp.true:
         return cir.Int(1)
+    if c is sp.false:
+        return cir.Int(0)
     if isinstance(c, sp.And):
         out = freeze_cond(c.args[0])
         for a in c.args[1:]:
@@ -421,7 +432,7 @@ def _choose(e, cond, value: bool):
     return e
 
 
-def materialise(stmts: list[DStmt]) -> list[DStmt]:
+def materialise(stmts: list[DStmt], avoid: tuple = ()) -> list[DStmt]:
     """Hoist reductions an enclosing loop would recompute into scratch temporaries.
 
     A reduction R inside a statement is invariant in an enclosing variable v when v
@@ -433,7 +444,7 @@ def materialise(stmts: list[DStmt]) -> list[DStmt]:
     """
     hoisted: dict = {}        # canonical key -> temporary name
     found: dict = {}          # temporary name -> DStmt
-    names = {s.name for s in stmts}
+    names = {s.name for s in stmts} | set(avoid)
 
     def rewrite(e, enclosing: dict, may_hoist: bool, top: bool = False):
         match e:
@@ -909,7 +920,7 @@ def _generic_scalar_reduction(b: _Builder, st: DStmt, red: DReduce):
     """A rank-0 reduction over a long axis: per-gang partials, then a combine step."""
     op, v, ext = red.op, red.var, red.extent
     G = REDUCE_GANGS
-    part = f"{st.name}_part"
+    part = f"@{st.name}_part"
     b.add_buffer(part, "scratch", (sp.Integer(G),))
     k = _kern(b, f"k{len(b.kernels) + 1}_{st.name}_partials")
     chunk = sp.ceiling(ext / G)
@@ -1049,7 +1060,7 @@ def _scores_pass(b: _Builder, k: _Kern, E, ev, l, pidx: tuple, C, U: int) -> tup
         idx = tuple(tok if x == l else x for x in pidx)
         decl = cir.Decl("int64_t", cir.expr(freeze(tok)), first)
         after = [cir.Decl(b.ctype, sc, sx),
-                 k.write("p", idx, cir.Var(sc)),
+                 k.write("@p", idx, cir.Var(sc)),
                  cir.Assign("mg", b.combine("max", cir.Var("mg"), cir.Var(sc)))]
         return [decl], pre, after
 
@@ -1117,7 +1128,7 @@ def _weighted_sum_pass(b: _Builder, k: _Kern, W, l, lval, pidx, frame, gsym, res
     if 1 <= R <= 8:
         vsym = internal("v")
         k.lanes = vsym
-        pw = k.read("p", pidx)
+        pw = k.read("@p", pidx)
         k.flops += 2 * trip
         k.trip = trip / R
         terms, stores = [], []
@@ -1130,7 +1141,7 @@ def _weighted_sum_pass(b: _Builder, k: _Kern, W, l, lval, pidx, frame, gsym, res
                 break
             terms.append(cir.Assign(f"o{r}", cir.Bin("+", cir.Var(f"o{r}"), cir.Bin("*", cir.Var("pc"), wx))))
             idx = tuple(frame) + (gsym,) + tuple(rest[:-1]) + (r * VECTOR_LENGTH + vsym,)
-            stores.append(k.write("o_part", idx, cir.Var(f"o{r}")))
+            stores.append(k.write("@o_part", idx, cir.Var(f"o{r}")))
         k.subst = {}
         k.trip = trip
         k.lanes = None
@@ -1151,13 +1162,13 @@ def _weighted_sum_pass(b: _Builder, k: _Kern, W, l, lval, pidx, frame, gsym, res
     # general case: one accumulator per lane
     k.lanes = last
     pre_w, wx = b.lower(W, k)
-    pw = k.read("p", pidx)
+    pw = k.read("@p", pidx)
     k.flops += 2 * trip
     k.trip = trip
     inner_sum = cir.For("c", cir.Var("cn"), (cir.Decl("int64_t", mangle(l.name), lval),) + tuple(pre_w) + (
         cir.Assign("o", cir.Bin("+", cir.Var("o"), cir.Bin("*", pw, wx))),), b.target.seq,
         "Σ over the chunk's tokens")
-    o_store = k.write("o_part", tuple(frame) + (gsym,) + tuple(rest), cir.Var("o"))
+    o_store = k.write("@o_part", tuple(frame) + (gsym,) + tuple(rest), cir.Var("o"))
     k.lanes = None
     body3: tuple = (cir.Decl(b.ctype, "o", b.fnum(0.0)), inner_sum, o_store)
     for i, (v, n) in enumerate(reversed(list(zip(rest, rest_ext)))):
@@ -1185,10 +1196,10 @@ def _split_k(b: _Builder, at: _Attn):
     b.notes.append(f"chunk = moac_chunk({fmt_index(N)}, {fmt_index(fsize)}): tokens per gang, a power of two in "
                    f"16 … {CHUNK}, chosen at run time so that about 1024 gangs share the work")
     b.add_buffer(at.out.name, "output", b.spec(tuple(at.out.shape)))
-    b.add_buffer("m_part", "scratch", frame_ext + (G,))
-    b.add_buffer("z_part", "scratch", frame_ext + (G,))
-    b.add_buffer("o_part", "scratch", frame_ext + (G,) + rest_ext)
-    b.add_buffer("p", "scratch", frame_ext + (G * C,))
+    b.add_buffer("@m_part", "scratch", frame_ext + (G,))
+    b.add_buffer("@z_part", "scratch", frame_ext + (G,))
+    b.add_buffer("@o_part", "scratch", frame_ext + (G,) + rest_ext)
+    b.add_buffer("@p", "scratch", frame_ext + (G * C,))
     guarded = not (sp.Eq(sp.Mod(N, C), 0) is sp.true)
     b.lifts.append(Lift(l.name, N, C, "g", "c", guarded, "gang (chunks of tokens) × seq/vector"))
     frame = list(at.frame)
@@ -1215,12 +1226,12 @@ def _split_k(b: _Builder, at: _Attn):
         k.loop(ev.name, k.all_vars.get(ev, sp.Symbol("?")), "vector", "score reduction")
     # pass 2: p = exp(score − mg), chunk sum (lanes over tokens)
     k.lanes = l
-    pl = k.read("p", pidx)
+    pl = k.read("@p", pidx)
     k.flops += 3 * fsize * N
     pass2 = cir.For("c", cir.Var("cn"), (
         cir.Decl("int64_t", mangle(l.name), lval),
         cir.Decl(b.ctype, "e", b.scalar_op("exp", [cir.Bin("-", pl, cir.Var("mg"))])),
-        k.write("p", pidx, cir.Var("e")),
+        k.write("@p", pidx, cir.Var("e")),
         cir.Assign("zg", cir.Bin("+", cir.Var("zg"), cir.Var("e")))),
         b.target.vector_pragma(("add", "zg")), "pass 2: p = exp(score − chunk max), chunk sum")
     k.loop("c", C, "vector", "tokens of the chunk (pass 2: exp and sum)")
@@ -1233,8 +1244,8 @@ def _split_k(b: _Builder, at: _Attn):
                  cir.Decl(b.ctype, "mg", b.fnum(_IDENT["max"]))) + tuple(pass1) + (
                  cir.Decl(b.ctype, "zg", b.fnum(0.0)),
                  pass2) + body3 + (
-        k.write("m_part", tuple(frame) + (gsym,), cir.Var("mg")),
-        k.write("z_part", tuple(frame) + (gsym,), cir.Var("zg")))
+        k.write("@m_part", tuple(frame) + (gsym,), cir.Var("mg")),
+        k.write("@z_part", tuple(frame) + (gsym,), cir.Var("zg")))
     # the chunk loop is outermost, so gangs that share rows of the inputs (GQA's query heads
     # of one KV head, the rows of a query block) are launched next to each other
     loops = [("g", freeze(G), f"lifted token axis: ⟨{fmt_index(N)}⟩ → ⟨⌈{fmt_index(N)}/chunk⌉ chunk⟩, "
@@ -1253,11 +1264,11 @@ def _split_k(b: _Builder, at: _Attn):
     _bind(k2, gsym, G)
     k2.trip = fsize * G
     k2.lanes = gsym
-    mp = k2.read("m_part", tuple(frame) + (gsym,))
+    mp = k2.read("@m_part", tuple(frame) + (gsym,))
     c1 = cir.For("g", freeze(G), (cir.Assign("M", b.combine("max", cir.Var("M"), mp)),),
                  b.target.vector_pragma(("max", "M")), "global maximum M = max_g m_g")
-    mp = k2.read("m_part", tuple(frame) + (gsym,))
-    zp = k2.read("z_part", tuple(frame) + (gsym,))
+    mp = k2.read("@m_part", tuple(frame) + (gsym,))
+    zp = k2.read("@z_part", tuple(frame) + (gsym,))
     k2.flops += 5 * fsize * G
     c2 = cir.For("g", freeze(G), (
         cir.Assign("Z", cir.Bin("+", cir.Var("Z"), cir.Bin(
@@ -1279,8 +1290,8 @@ def _split_k(b: _Builder, at: _Attn):
         k2.subst = {vsym: last, dbsym: 0}
     k2.lanes = vsym if rest else None
     k2.trip = fsize * G * rsize
-    op_ = k2.read("o_part", o_idx)
-    mp2 = k2.read("m_part", tuple(frame) + (gsym,))
+    op_ = k2.read("@o_part", o_idx)
+    mp2 = k2.read("@m_part", tuple(frame) + (gsym,))
     k2.flops += 4 * fsize * G * rsize + fsize * rsize
     acc = cir.For("g", freeze(G), (cir.Assign("o", cir.Bin("+", cir.Var("o"), cir.Bin(
         "*", op_, b.scalar_op("exp", [cir.Bin("-", mp2, cir.Var("M"))])))),), b.target.seq,
@@ -1342,7 +1353,7 @@ def to_onf(d: DNF, target: str = "openacc", sizes: dict | None = None, mapping: 
         for t in (attn.m, attn.z):
             b.notes.append(f"temporary {t.name} lives per chunk in registers (as m_g / z_g) and is never stored whole")
     else:
-        stmts = materialise(list(norm))
+        stmts = materialise(list(norm), avoid=tuple(prog.size_names()) + tuple(i.name for i in prog.inputs))
         plan = "generic (one kernel per statement)" + (", naive lanes over reduction axes" if mapping == "naive" else "")
         _generic(b, stmts)
     minimum = sp.Integer(0)
@@ -1384,7 +1395,7 @@ def format_onf(o: ONF) -> str:
     L.append("")
     L.append("buffers:")
     for buf in o.buffers:
-        L.append(f"  {buf.name:8} {buf.role:7} {buf.dtype} {show_shape(buf.shape):18} {buf.placement}")
+        L.append(f"  {shown(buf.name):8} {buf.role:7} {buf.dtype} {show_shape(buf.shape):18} {buf.placement}")
     if o.lifts:
         L.append("")
         L.append("dimension lifting:")
@@ -1405,7 +1416,7 @@ def format_onf(o: ONF) -> str:
             seen.add(key)
             rw = "write" if a.write else "read "
             lanes = f"lanes over {a.lanes}: γ-difference {fmt_index(a.diff)} → {a.verdict}" if a.lanes else "no vector lanes"
-            L.append(f"  {rw} {a.array}[{a.text}]   {lanes}")
+            L.append(f"  {rw} {shown(a.array)}[{a.text}]   {lanes}")
         L.append(f"  DRAM bytes {fmt_index(k.traffic)}   flops {fmt_index(k.flops)}")
     L.append("")
     L.append("traffic model: each kernel moves every distinct element it touches once (a perfect cache within "
