@@ -8,7 +8,8 @@ the library was built against).  This script needs only numpy and torch, not moa
 
     ACC_DEVICE_TYPE=nvidia python3 bench/gpu_run.py DIR/decode.json -D n=4096 ...
 
-The inputs are named q/Q (query), K and V; every leading axis is a batch axis.
+The inputs are named q/Q (query), K and V; every leading axis is a batch axis, except
+that fewer K/V heads than query heads means GQA (query head h reads KV head h ÷ g).
 """
 from __future__ import annotations
 
@@ -49,8 +50,10 @@ def run_bundle(manifest_path: Path, sizes: dict, reps: int, torch, np) -> dict:
         if p["kind"] == "size":
             continue
         shape = shape_of(p["shape"], sizes)
+        tdtype = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16,
+                  "f16": torch.float16}[p.get("dtype", "f32")]
         if p["kind"] in ("input", "inout"):
-            t = torch.randn(shape, device="cuda", dtype=torch.float32, generator=g)
+            t = torch.randn(shape, device="cuda", dtype=torch.float32, generator=g).to(tdtype)
         else:
             t = torch.full(shape, float("nan"), device="cuda", dtype=torch.float32)   # poisoned
         tensors[p["name"]] = t
@@ -77,24 +80,36 @@ def run_bundle(manifest_path: Path, sizes: dict, reps: int, torch, np) -> dict:
     out_name = [p["name"] for p in man["params"] if p["kind"] == "output"][0]
     out = tensors[out_name]
     dk = q.shape[-1]
+    if q.shape[:-1] != K.shape[:-2]:            # GQA: query head h reads KV head h ÷ (hq/hkv)
+        grp = q.shape[-2] // K.shape[-3]
+        Kf, Vf = K.repeat_interleave(grp, dim=-3), V.repeat_interleave(grp, dim=-3)
+    else:
+        Kf, Vf = K, V
     # float64 reference, straight from the formula
-    s = torch.einsum("...j,...lj->...l", q.double(), K.double()) / math.sqrt(dk)
-    ref = torch.einsum("...l,...ld->...d", torch.softmax(s, dim=-1), V.double())
+    s = torch.einsum("...j,...lj->...l", q.double(), Kf.double()) / math.sqrt(dk)
+    ref = torch.einsum("...l,...ld->...d", torch.softmax(s, dim=-1), Vf.double())
     err = (out.double() - ref).abs().max().item()
     written = bool(torch.isfinite(out).all().item())
     # SDPA wants (batch, heads, seq, dim)
-    lead = q.shape[:-1]
-    nb = int(np.prod(lead)) if lead else 1
-    q4 = q.reshape(nb, 1, 1, dk)
-    K4 = K.reshape(nb, 1, K.shape[-2], dk)
-    V4 = V.reshape(nb, 1, V.shape[-2], V.shape[-1])
+    gqa = q.shape[:-1] != K.shape[:-2]
+    if gqa:                                     # SDPA layout (batch, heads, seq, dim), enable_gqa
+        q4 = q.reshape(1, q.shape[-2], 1, dk)
+        K4 = K.reshape(1, K.shape[-3], K.shape[-2], dk)
+        V4 = V.reshape(1, V.shape[-3], V.shape[-2], V.shape[-1])
+    else:
+        lead = q.shape[:-1]
+        nb = int(np.prod(lead)) if lead else 1
+        q4 = q.reshape(nb, 1, 1, dk)
+        K4 = K.reshape(nb, 1, K.shape[-2], dk)
+        V4 = V.reshape(nb, 1, V.shape[-2], V.shape[-1])
+    q4f, K4f, V4f = q4.float(), K4.float(), V4.float()
 
     def sdpa32():
-        return torch.nn.functional.scaled_dot_product_attention(q4, K4, V4)
+        return torch.nn.functional.scaled_dot_product_attention(q4f, K4f, V4f, enable_gqa=gqa)
     qb, Kb, Vb = q4.bfloat16(), K4.bfloat16(), V4.bfloat16()
 
     def sdpa16():
-        return torch.nn.functional.scaled_dot_product_attention(qb, Kb, Vb)
+        return torch.nn.functional.scaled_dot_product_attention(qb, Kb, Vb, enable_gqa=gqa)
     sdpa_err = (sdpa32().reshape(out.shape).double() - ref).abs().max().item()
 
     def wall(f):
@@ -134,8 +149,8 @@ def run_bundle(manifest_path: Path, sizes: dict, reps: int, torch, np) -> dict:
     t32 = kernel_time(sdpa32, lambda k: "memcpy" not in k.lower())
     t16 = kernel_time(sdpa16, lambda k: "memcpy" not in k.lower())
     w32, w16 = wall(sdpa32), wall(sdpa16)
-    kv_bytes = (K.numel() + V.numel()) * 4
-    min_bytes = (q.numel() + K.numel() + V.numel() + out.numel()) * 4
+    kv_bytes = K.numel() * K.element_size() + V.numel() * V.element_size()
+    min_bytes = kv_bytes + q.numel() * q.element_size() + out.numel() * out.element_size()
     return dict(name=manifest_path.stem, sizes=sizes, err=err, written=written, sdpa_err=sdpa_err,
                 moac_wall=moac_wall, moac_kernel=moac_kern, sdpa32_kernel=t32, sdpa16_kernel=t16,
                 sdpa32_wall=w32, sdpa16_wall=w16, kv_bytes=kv_bytes, min_bytes=min_bytes,

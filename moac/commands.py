@@ -138,7 +138,11 @@ def bundle(onf, src: str, out: Path) -> None:
         "function": sig.fname,
         "ctype": sig.ctype,
         "fixed": onf.fixed,
-        "params": [{"name": p.name, "kind": p.kind, "shape": [str(s) for s in p.shape]} for p in sig.params],
+        "params": [{"name": p.name, "kind": p.kind, "shape": [str(s) for s in p.shape],
+                    "dtype": next((i.dtype for i in onf.dnf.program.inputs if i.name == p.name),
+                                  "i64" if p.kind == "size" else {"float": "f32", "double": "f64"}[onf.ctype])}
+                   for p in sig.params],
+        "derived": {n: str(e) for n, e in onf.dnf.program.derived},
         "flags": list(OFFLOAD_FLAGS),
         "traffic_bytes": str(onf.traffic),
         "minimum_bytes": str(onf.minimum),
