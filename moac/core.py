@@ -186,6 +186,7 @@ class CoreProgram:
     constraints: tuple        # Constraint
     derived: tuple = ()       # (name, sympy expression over `sizes`): sizes given by the others
     updates: tuple = ()       # (input name, CNamed): buffers the program rewrites in place
+    size_spans: dict = field(default_factory=dict)   # size name -> where it is declared
 
     def size_names(self) -> list:
         return [s.name for s in self.sizes] + [n for n, _ in self.derived]
@@ -611,6 +612,7 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
     used_sizes: set = set()
     derived: dict = {}
     updates: list = []
+    size_spans: dict = {}
 
     def define(name: S.Name, kind: str):
         if name.id in defined_at or name.id in el.sizes:
@@ -628,10 +630,14 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
         match st:
             case S.SizeDecl(names=names):
                 for nm in names:
+                    size_spans[nm.id] = st.span
                     define(nm, "size")
                     el.sizes[nm.id] = size_symbol(nm.id)
             case S.SizeDef(name=nm, expr=e):
+                before = set(derived)
                 _size_def(el, nm, e, glob, used_sizes, derived, define)
+                for a in {nm.id} | (set(derived) - before):     # where each size got its meaning
+                    size_spans[a] = st.span
             case S.IndexDecl(hints=pairs):
                 for var, size in pairs:
                     if size.id not in el.sizes:
@@ -675,7 +681,7 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
         constraints.setdefault(c.cond, c)
     independent = tuple(v for v in el.sizes.values() if isinstance(v, sp.Symbol))
     return CoreProgram(source, independent, hints, tuple(inputs), tuple(outputs),
-                       tuple(constraints.values()), tuple(derived.items()), tuple(updates))
+                       tuple(constraints.values()), tuple(derived.items()), tuple(updates), size_spans)
 
 
 def _update(el: "_Elab", nm: S.Name, e: S.Node, glob: "_Scope", updates: list, span: Span) -> None:

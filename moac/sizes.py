@@ -19,7 +19,7 @@ def _solve(expr, value: int, env: dict):
     unknown = list(e.free_symbols)
     if not unknown:
         if e != value:
-            raise ValueError(f"{expr} = {e}, not {value}")
+            raise ValueError(f"{_show(expr)} = {_show(e)}, not {value}")
         return ()
     if len(unknown) > 1:
         return None
@@ -27,7 +27,7 @@ def _solve(expr, value: int, env: dict):
     sols = sp.solve(sp.Eq(e, value), u)
     good = [x for x in sols if x.is_Integer and x >= 0]
     if len(good) != 1:
-        raise ValueError(f"no non-negative integer {u.name} makes {expr} = {value}")
+        raise ValueError(f"no non-negative integer {u.name} makes {_show(expr)} = {value}")
     return u, good[0]
 
 
@@ -50,8 +50,8 @@ def resolve(program, given: dict) -> dict:
             try:
                 r = _solve(derived[name], v, env)
             except ValueError as e:
-                raise ArgumentError(f"size {name} = {v} is impossible: {e} "
-                                    f"({name} = {_show(derived[name])})") from None
+                raise ArgumentError(f"size {name} = {v} is impossible: {e} ({name} = {_show(derived[name])})",
+                                    program.size_spans.get(name), program.source) from None
             if r is not None:
                 if r:
                     env[r[0]] = r[1]
