@@ -793,45 +793,33 @@ def _generic(b: _Builder, stmts: list[DStmt]):
             _generic_serial(b, st, body)
 
 
-def _all_reduce_vars(e, out):
+def _children(e) -> tuple:
     match e:
-        case DReduce(var=v, body=bd):
-            out.append(v)
-            _all_reduce_vars(bd, out)
         case DOp(args=args):
-            for a in args:
-                _all_reduce_vars(a, out)
+            return tuple(args)
+        case DReduce(body=b):
+            return (b,)
         case DSelect(then=t, other=o):
-            _all_reduce_vars(t, out)
-            _all_reduce_vars(o, out)
-    return out
+            return (t, o)
+    return ()
 
 
 def _outer_reductions(e, out):
-    match e:
-        case DReduce():
-            out.append(e)
-        case DOp(args=args):
-            for a in args:
-                _outer_reductions(a, out)
-        case DSelect(then=t, other=o):
-            _outer_reductions(t, out)
-            _outer_reductions(o, out)
+    """The reductions of e that are not inside another reduction."""
+    if isinstance(e, DReduce):
+        out.append(e)
+        return out
+    for c in _children(e):
+        _outer_reductions(c, out)
     return out
 
 
 def _reads(e, out):
-    match e:
-        case DRead():
-            out.append(e)
-        case DOp(args=args):
-            for a in args:
-                _reads(a, out)
-        case DReduce(body=bd):
-            _reads(bd, out)
-        case DSelect(then=t, other=o):
-            _reads(t, out)
-            _reads(o, out)
+    """Every ψ-selection in e."""
+    if isinstance(e, DRead):
+        out.append(e)
+    for c in _children(e):
+        _reads(c, out)
     return out
 
 

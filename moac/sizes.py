@@ -31,6 +31,26 @@ def _solve(expr, value: int, env: dict):
     return u, good[0]
 
 
+def _solve_all(eqs: list, env: dict, impossible, stuck) -> None:
+    """Solve equations (expr, value, tag) into env, one unknown at a time, until none is
+    left; impossible(eq, err) and stuck(eq) build the exceptions to raise."""
+    pending = list(eqs)
+    while pending:
+        progress = False
+        for eq in list(pending):
+            try:
+                r = _solve(eq[0], eq[1], env)
+            except ValueError as err:
+                raise impossible(eq, err) from None
+            if r is not None:
+                if r:
+                    env[r[0]] = r[1]
+                pending.remove(eq)
+                progress = True
+        if not progress:
+            raise stuck(pending[0])
+
+
 def resolve(program, given: dict) -> dict:
     """Symbols bound by explicitly given sizes (names may be independent or derived)."""
     plain = {s.name: s for s in program.sizes}
@@ -42,25 +62,18 @@ def resolve(program, given: dict) -> dict:
         elif name not in derived:
             raise ArgumentError(f"the program declares no size '{name}' (sizes: "
                                 f"{', '.join(program.size_names())})")
-    pending = [(n, int(v)) for n, v in given.items() if n in derived]
-    while pending:
-        progress = False
-        for item in list(pending):
-            name, v = item
-            try:
-                r = _solve(derived[name], v, env)
-            except ValueError as e:
-                raise ArgumentError(f"size {name} = {v} is impossible: {e} ({name} = {_show(derived[name])})",
-                                    program.size_spans.get(name), program.source) from None
-            if r is not None:
-                if r:
-                    env[r[0]] = r[1]
-                pending.remove(item)
-                progress = True
-        if not progress:
-            name, v = pending[0]
-            raise ArgumentError(f"size {name} = {v} needs the other sizes of {name} = "
-                                f"{_show(derived[name])} fixed too")
+    eqs = [(derived[n], int(v), n) for n, v in given.items() if n in derived]
+
+    def impossible(eq, err):
+        expr, v, name = eq
+        return ArgumentError(f"size {name} = {v} is impossible: {err} ({name} = {_show(expr)})",
+                             program.size_spans.get(name), program.source)
+
+    def stuck(eq):
+        expr, v, name = eq
+        return ArgumentError(f"size {name} = {v} needs the other sizes of {name} = {_show(expr)} fixed too",
+                             program.size_spans.get(name), program.source)
+    _solve_all(eqs, env, impossible, stuck)
     return env
 
 
@@ -78,25 +91,16 @@ def bind(program, shapes: dict, given: dict | None = None) -> dict:
         if len(shape) != len(info.shape):
             raise ArgumentError(f"input '{info.name}' must have rank {len(info.shape)} "
                                 f"(shape {_show_shape(info.shape)}), got shape {tuple(shape)}")
-        eqs += [(info.name, ax, ext, int(dim)) for ax, (ext, dim) in enumerate(zip(info.shape, shape))]
-    pending = list(eqs)
-    while pending:
-        progress = False
-        for eq in list(pending):
-            name, ax, ext, dim = eq
-            try:
-                r = _solve(ext, dim, env)
-            except ValueError:
-                raise ArgumentError(_mismatch(program, name, ax, ext, dim, env)) from None
-            if r is not None:
-                if r:
-                    env[r[0]] = r[1]
-                pending.remove(eq)
-                progress = True
-        if not progress:
-            name, ax, ext, _ = pending[0]
-            raise ArgumentError(f"cannot determine {_show(ext)} (input '{name}' axis {ax}) from the shapes; "
-                                "fix one of its sizes")
+        eqs += [(ext, int(dim), (info.name, ax)) for ax, (ext, dim) in enumerate(zip(info.shape, shape))]
+    def mismatch(eq, err):
+        _, dim, (name, ax) = eq
+        return ArgumentError(_mismatch(program, name, ax, eq[0], dim, env))
+
+    def stuck(eq):
+        ext, _, (name, ax) = eq
+        return ArgumentError(f"cannot determine {_show(ext)} (input '{name}' axis {ax}) from the shapes; "
+                             "fix one of its sizes")
+    _solve_all(eqs, env, mismatch, stuck)
     missing = [s.name for s in program.sizes if s not in env]
     if missing:
         raise ArgumentError(f"size(s) {', '.join(missing)} are not fixed by any input; pass them explicitly")
