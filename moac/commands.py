@@ -54,7 +54,8 @@ def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: float) -> tuple[fl
     if ref.size == 0:
         return 0.0, 0.0, True, ()
     g = got.astype(np.float64)
-    err = np.abs(g - ref)
+    with np.errstate(invalid="ignore"):            # inf − inf where both are infinite
+        err = np.abs(g - ref)
     finite = np.isfinite(ref)
     err = np.where(finite, err, np.where(g == ref, 0.0, np.inf))
     scale = max(1.0, float(np.max(np.abs(ref[finite]))) if finite.any() else 1.0)
