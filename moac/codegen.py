@@ -43,10 +43,15 @@ HELPERS = (
     "    else u = sign | ((e + 112) << 23) | (m << 13);\n"
     "    union { uint32_t u; float f; } v; v.u = u; return v.f;\n"
     "}",
-    "/* tokens per gang for the split-K plan: a power of two in 16 ... 128, aiming at about\n"
-    " * 1024 gangs in all so that every multiprocessor has several gangs to run */\n"
-    "static inline int64_t moac_chunk(int64_t tokens, int64_t frames) { int64_t want = (tokens * frames + 1023) / 1024; "
-    "int64_t c = 16; while (c < want && c < 128) c *= 2; return c; }",
+    "/* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that\n"
+    " * keeps at most 64 chunks per frame (the combine merges the chunks one after another)\n"
+    " * and at most about 8192 gangs in all (enough to fill every multiprocessor many times) */\n"
+    "static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {\n"
+    "    int64_t by_chunks = (tokens + 63) / 64, by_gangs = (tokens * frames + 8191) / 8192;\n"
+    "    int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = 16;\n"
+    "    while (c < want && c < 1024) c *= 2;\n"
+    "    return c;\n"
+    "}",
 )
 
 

@@ -26,7 +26,7 @@ from .dtypes import BYTES as DTYPE_BYTES
 from .dtypes import CTYPE  # noqa: F401  (re-exported for moac.plans)
 from .errors import RewriteError
 
-CHUNK = 128          # tokens per gang in the split-K lifting (measured best on the H200, GCC 12)
+CHUNK = 1024         # the most tokens per gang in the split-K lifting (see moac_chunk)
 REDUCE_GANGS = 256   # gangs for a lifted scalar reduction
 
 
@@ -403,8 +403,10 @@ def count_flops(e) -> sp.Expr:
 
 
 def chunk_size(tokens: int, frames: int) -> int:
-    """The C helper moac_chunk, for evaluating ONF expressions at given sizes."""
-    want, c = (tokens * frames + 1023) // 1024, 16
+    """The C helper moac_chunk, for evaluating ONF expressions at given sizes: at most 64
+    chunks per frame, at most about 8192 gangs, 16 … 1024 tokens per chunk (measured on
+    the H200: the combine's cost grows with the chunks per frame, docs/benchmarks.md)."""
+    want, c = max((tokens + 63) // 64, (tokens * frames + 8191) // 8192), 16
     while c < want and c < CHUNK:
         c *= 2
     return c

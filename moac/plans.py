@@ -810,7 +810,7 @@ def split_k(b: Builder, at: _Attn):
     b.prologue.append(cir.Decl("int64_t", "chunk", cir.Call("moac_chunk", (freeze(N), freeze(fsize)))))
     b.run_time.append((C, chunk_size, (N, fsize)))
     b.notes.append(f"chunk = moac_chunk({fmt_index(N)}, {fmt_index(fsize)}): tokens per gang, a power of two in "
-                   f"16 … {CHUNK}, chosen at run time so that about 1024 gangs share the work")
+                   f"16 … {CHUNK} chosen at run time: at most 64 chunks per frame, at most about 8192 gangs")
     b.add_buffer(at.out.name, "output", b.spec(tuple(at.out.shape)))
     b.add_buffer("@m_part", "scratch", frame_ext + (G,))
     b.add_buffer("@z_part", "scratch", frame_ext + (G,))
