@@ -104,6 +104,23 @@ def build_library(c_source: str, flags: list[str], cc: str = "gcc") -> Path:
     return lib
 
 
+_LOADED: dict = {}   # library path -> (ffi, lib); never unloaded (see _load)
+
+
+def _load(library: Path, cdef: str):
+    """dlopen a built library once per process and keep it loaded.  Unloading is unsafe:
+    an OpenMP library's libgomp would be unmapped while its worker threads still run
+    (the next wake-up is a SIGSEGV).  Library names are content hashes, so a reused path
+    always holds the same code."""
+    key = str(library)
+    if key not in _LOADED:
+        import cffi
+        ffi = cffi.FFI()
+        ffi.cdef(cdef)
+        _LOADED[key] = (ffi, ffi.dlopen(key))
+    return _LOADED[key]
+
+
 @dataclass
 class Kernel:
     """A compiled, loaded program: call it with numpy arrays, get a dict of outputs."""
@@ -114,10 +131,7 @@ class Kernel:
     flags: list
 
     def __post_init__(self):
-        import cffi
-        self._ffi = cffi.FFI()
-        self._ffi.cdef(self.signature.cdef())
-        self._lib = self._ffi.dlopen(str(self.library))
+        self._ffi, self._lib = _load(self.library, self.signature.cdef())
         self._fn = getattr(self._lib, self.signature.fname)
 
     def _bind(self, args: dict) -> tuple[dict, dict]:

@@ -40,6 +40,8 @@ def _load(path: str, parser: argparse.ArgumentParser):
 def write_atomic(path: str | Path, text: str) -> None:
     """Write a file so that a reader never sees it half-written."""
     path = Path(path)
+    if not (path.parent if str(path.parent) else Path(".")).is_dir():
+        raise FileNotFoundError(2, "no such directory", str(path.parent))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

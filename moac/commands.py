@@ -104,6 +104,8 @@ def compile_command(prog, args, sizes: dict) -> int:
     if args.offload != "none":
         if not args.out:
             raise MoacError("--offload needs -o OUT.c (the bundle is written beside it)")
+        if onf.target != "openacc":
+            raise MoacError("--offload nvptx needs --target openacc")
         write_atomic(args.out, src)
         bundle(onf, src, Path(args.out))
         return 0

@@ -94,18 +94,3 @@ def moac_cache_dir(tmp_path_factory):
         mp.setenv("MOAC_CACHE_DIR", str(path))
         yield path
 
-
-@pytest.fixture(scope="session", autouse=True)
-def keep_libgomp_loaded():
-    """Workaround for a moac.build bug (test_back_regressions.py::test_dropping_an_openmp_kernel):
-    a garbage-collected Kernel dlcloses its library; when that was the last user of libgomp,
-    libgomp is unmapped while its OpenMP worker threads still live, and the process dies with
-    SIGSEGV the next time one of them wakes.  Holding one reference to libgomp for the whole
-    session keeps it mapped, so tests that drop kernels cannot crash the run."""
-    import ctypes
-    import os
-    try:
-        handle = ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOW | os.RTLD_GLOBAL | getattr(os, "RTLD_NODELETE", 0))
-    except OSError:        # no libgomp: nothing can unload it either
-        handle = None
-    yield handle

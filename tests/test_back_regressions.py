@@ -95,10 +95,6 @@ print("survived", flush=True)
 """
 
 
-@pytest.mark.xfail(strict=True, reason="build.Kernel: when a Kernel is garbage-collected cffi dlcloses its library; "
-                                        "for an OpenMP kernel that unmaps libgomp while its worker threads live, and "
-                                        "the process dies with SIGSEGV when one wakes (seen as random segfaults of "
-                                        "the test run; conftest.keep_libgomp_loaded works around it)")
 def test_dropping_an_openmp_kernel():
     import os
     import platform
