@@ -18,8 +18,9 @@ DEFAULT_SIZE = 13     # a prime, so every lifting guard is exercised
 EPS = {"float": float(np.finfo(np.float32).eps), "double": float(np.finfo(np.float64).eps)}
 
 
-def random_inputs(prog, sizes: dict, dtype=None, seed: int = 0) -> tuple[dict, dict]:
-    """Seeded standard-normal inputs for every declared input, all sizes bound."""
+def random_inputs(prog, sizes: dict, seed: int = 0) -> tuple[dict, dict]:
+    """Seeded standard-normal inputs for every declared input, in its declared storage
+    dtype, and every size bound (given ones, the others DEFAULT_SIZE)."""
     from .sizes import resolve
     env = resolve(prog.core, sizes)
     for s in prog.core.sizes:
@@ -67,8 +68,7 @@ def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: float) -> tuple[fl
 def check_command(prog, args, sizes: dict) -> int:
     kern = prog.compile(target=args.target, sizes=sizes, unroll=args.unroll, mapping=args.mapping)
     ctype = kern.signature.ctype
-    dtype = np.float32 if ctype == "float" else np.float64
-    arrays, all_sizes = random_inputs(prog, sizes, dtype, args.seed)
+    arrays, all_sizes = random_inputs(prog, sizes, args.seed)
     try:
         got = kern(**arrays, **{k: v for k, v in all_sizes.items() if k in kern.onf.params})
         ref = prog.evaluate(sizes=all_sizes, **arrays)

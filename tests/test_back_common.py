@@ -130,7 +130,7 @@ def runtime_kernel(name: str, target: str, sizes: dict | None = None):
 
 def inputs(prog: moac.Program, kern, sizes: dict, seed: int = 0) -> tuple[dict, dict]:
     """Seeded inputs of the kernel's dtype (moac.commands.random_inputs) and all sizes."""
-    return commands.random_inputs(prog, sizes, NP_DTYPE[kern.signature.ctype], seed)
+    return commands.random_inputs(prog, sizes, seed)
 
 
 def tolerance(kern, sizes: dict) -> float:

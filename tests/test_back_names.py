@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
+
 import pytest
 
 import moac

@@ -32,7 +32,7 @@ def test_random_programs_compile_and_match(case):
     results = {}
     for target in ("c", "openacc"):
         kern = prog.compile(target=target, werror=True)
-        arrays, all_sizes = commands.random_inputs(prog, sizes, np.float32, 0)
+        arrays, all_sizes = commands.random_inputs(prog, sizes, 0)
         ref = prog.evaluate(sizes=all_sizes, **arrays)
         got = call(prog, kern, arrays, all_sizes)
         tol = tolerance(kern, all_sizes)
@@ -52,7 +52,7 @@ def test_random_programs_all_sizes_fixed(case):
     source, sizes = case
     prog = moac.parse(source, "generated.moa")
     kern = prog.compile(target="c", sizes=sizes, werror=True)
-    arrays, all_sizes = commands.random_inputs(prog, sizes, np.float32, 1)
+    arrays, all_sizes = commands.random_inputs(prog, sizes, 1)
     ref = prog.evaluate(sizes=all_sizes, **arrays)
     got = kern(**arrays)
     tol = tolerance(kern, all_sizes)

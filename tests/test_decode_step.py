@@ -79,9 +79,9 @@ def test_append_is_one_row_write_at_n_dk(prog):
     onf = prog.onf(sizes={"dk": 128, "dv": 128})
     upd = [k for k in onf.kernels if k.name.endswith("_Kc")][0]
     assert upd.traffic == 4 * (128 + 128)                 # read k, write one row: O(dk)
-    writes = [a for a in upd.accesses if a.write]
-    n = sp.Symbol("n", integer=True, nonnegative=True)
-    assert {sp.sympify(a.offset).subs({s: 0 for s in a.offset.free_symbols if s.name == "j"}) for a in writes} \
-        == {sp.Symbol("i", integer=True, nonnegative=True) * 128}
-    src = onf_c = prog.c_source(sizes={"dk": 128, "dv": 128})
-    assert "for (int64_t i_ = n_; i_ < n_ + 1; ++i_)" in src and onf_c
+    (write,) = {a.offset for a in upd.accesses if a.write}
+    i, j, n = (sp.Symbol(x, integer=True, nonnegative=True) for x in "ijn")
+    assert write == 128 * i + j
+    # the row loop starts at n, so the first element written is γ(⟨n 0⟩; ⟨N 128⟩) = n·128
+    assert write.subs({i: n, j: 0}) == 128 * n
+    assert "for (int64_t i_ = n_; i_ < n_ + 1; ++i_)" in prog.c_source(sizes={"dk": 128, "dv": 128})
