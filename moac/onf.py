@@ -484,7 +484,7 @@ def format_onf(o: ONF) -> str:
     for k in o.kernels:
         L.append("")
         L.append(f"kernel {k.name}: {k.comment}")
-        for lp in k.loops:
+        for lp in dict.fromkeys(k.loops):          # each loop once, in order
             L.append(f"  loop {lp.var:6} < {fmt_index(lp.extent):14} {lp.level:6}  {lp.meaning}")
         seen = set()
         for a in k.accesses:

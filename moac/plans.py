@@ -665,78 +665,151 @@ def _rename(e, sub: dict):
     return e
 
 
-def _scores_pass(b: Builder, k: _Kern, E, ev, l, pidx: tuple, C, U: int) -> tuple:
+def _kv_group(W, frame: list, frame_ext: tuple):
+    """A frame axis v that W (the weighted values) reads only through ⌊v ÷ c⌋, c a literal
+    ≤ 8 that divides v's extent: GQA's query heads of one KV head.  Returns (v, c) or None.
+    The c heads of a group then share one gang, so every K and V element is loaded once
+    and used c times."""
+    uses: dict = {}
+    for r in _reads(W, []):
+        for ix in r.index:
+            ix = sp.sympify(ix)
+            for v in frame:
+                if v not in ix.free_symbols:
+                    continue
+                floors = [f for f in ix.atoms(sp.floor) if v in f.free_symbols]
+                if ix.xreplace({f: sp.Symbol("_") for f in floors}).has(v):
+                    uses[v] = None                          # v used outside a floor
+                    continue
+                for f in floors:
+                    num, den = sp.fraction(sp.together(f.args[0]))
+                    ok = num == v and den.is_Integer and 2 <= den <= 8
+                    uses[v] = den if ok and uses.get(v, den) == den else None
+    for v, n in zip(frame, frame_ext):
+        c = uses.get(v)
+        if c is not None and sp.fraction(sp.cancel(n / c))[1] == 1:
+            return v, int(c)
+    return None
+
+
+def _member_subst(grp, a, m: int) -> dict:
+    """The substitution that makes the DNF speak of group member m of gang frame index a."""
+    v, c = grp
+    return {sp.floor(v / c): a, sp.Mod(v, c): sp.Integer(m), v: a * c + m}
+
+
+def _msub(e, sub: dict):
+    """Apply a member substitution to a DNF expression (floors and mods first)."""
+    if not sub:
+        return e
+    first = {k: x for k, x in sub.items() if not isinstance(k, sp.Symbol)}
+    rest = {k: x for k, x in sub.items() if isinstance(k, sp.Symbol)}
+    return _rename(_rename(e, first), rest) if first else _rename(e, rest)
+
+
+def _midx(ix, sub: dict):
+    ix = sp.sympify(ix)
+    first = {k: x for k, x in sub.items() if not isinstance(k, sp.Symbol)}
+    rest = {k: x for k, x in sub.items() if isinstance(k, sp.Symbol)}
+    return sp.expand(ix.xreplace(first).xreplace(rest)) if sub else ix
+
+
+def _scores_pass(b: Builder, k: _Kern, E, ev, l, pidx: tuple, C, U: int, members: list) -> tuple:
     """Pass 1 of the split-K plan: the score of every token of the chunk into p, and the
-    chunk maximum mg.  With U > 1 the token loop is unrolled by U and the U score
-    reductions are jammed into one vector loop with U independent accumulators (more
-    independent loads in flight per lane); a remainder loop handles cn mod U tokens."""
-    def one(tok: sp.Symbol, first: object, sc: str) -> tuple[list, list, object]:
-        Eu = _rename(E, {l: tok}) if tok != l else E
+    chunk maximum mg, for every group member.  With U > 1 the token loop is unrolled by U
+    and the U × members score reductions are jammed into one vector loop with independent
+    accumulators (more loads in flight per lane; a K row loaded once serves every member);
+    a remainder loop handles cn mod U tokens."""
+    M = len(members)
+
+    def mg(mi):
+        return "mg" if M == 1 else f"mg{mi}"
+
+    def one(tok: sp.Symbol, mi: int, sc: str) -> tuple[list, list]:
+        sub = members[mi]
+        Eu = _rename(_msub(E, sub), {l: tok}) if tok != l else _msub(E, sub)
         pre, sx = b.lower(Eu, k, vector_var=ev)
-        idx = tuple(tok if x == l else x for x in pidx)
-        decl = cir.Decl("int64_t", cir.expr(freeze(tok)), first)
+        idx = tuple(tok if x == l else _midx(x, sub) for x in pidx)
         after = [cir.Decl(b.ctype, sc, sx),
                  k.write("@p", idx, cir.Var(sc)),
-                 cir.Assign("mg", b.combine("max", cir.Var("mg"), cir.Var(sc)))]
-        return [decl], pre, after
+                 cir.Assign(mg(mi), b.combine("max", cir.Var(mg(mi)), cir.Var(sc)))]
+        return pre, after
+
+    def tok_decl(tok, first):
+        return cir.Decl("int64_t", cir.expr(freeze(tok)), first)
+
+    def jam(copies, label):
+        """Merge the copies' vector reductions into one loop; None if they do not fit."""
+        if not all(len(pre) == 2 and isinstance(pre[0], cir.Decl) and isinstance(pre[1], cir.For)
+                   for pre, _ in copies):
+            return None
+        loops = [pre[1] for pre, _ in copies]
+        if ev is None or not all(lp.var == loops[0].var and lp.extent == loops[0].extent for lp in loops):
+            return None
+        reds = _outer_reductions(E, [])
+        if not reds or reds[0].op != "add":
+            return None
+        accs = [pre[0].name for pre, _ in copies]
+        body = tuple(st for lp in loops for st in lp.body)
+        loop = cir.For(loops[0].var, loops[0].extent, body, b.target.vector_pragma(("add", ", ".join(accs))),
+                       f"vector reduction over DNF axis {ev.name}, {label} jammed")
+        return [pre[0] for pre, _ in copies] + [loop] + [st for _, after in copies for st in after]
+
+    def plain(copies):
+        return [st for pre, after in copies for st in pre + after]
 
     base = cir.mul(cir.Var("g"), freeze(C))
     single_first = cir.add(base, cir.Var("c"))
-    copies = []
     mark = (len(k.accesses), k.flops)
+    main = None
     if U > 1:
         saved_trip = k.trip
-        k.trip = k.trip / U
+        k.trip = k.trip / (U * M)
+        copies, decls = [], []
         for u in range(U):
             tok = internal(f"t{u}")
+            decls.append(tok_decl(tok, cir.add(cir.add(base, cir.mul(cir.Var("cq"), cir.Int(U))), cir.Int(u))))
             k.subst = {tok: l}
-            copies.append(one(tok, cir.add(cir.add(base, cir.mul(cir.Var("cq"), cir.Int(U))), cir.Int(u)), f"sc{u}"))
+            copies += [one(tok, mi, f"sc{u}" if M == 1 else f"sc{u}_{mi}") for mi in range(M)]
         k.subst = {}
         k.trip = saved_trip
-        jammable = all(len(pre) == 2 and isinstance(pre[0], cir.Decl) and isinstance(pre[1], cir.For)
-                       for _, pre, _ in copies)
-        loops = [pre[1] for _, pre, _ in copies]
-        jammable = jammable and ev is not None and all(
-            lp.var == loops[0].var and lp.extent == loops[0].extent for lp in loops)
-        reds = _outer_reductions(E, [])
-        jammable = jammable and len(reds) >= 1 and reds[0].op == "add"
-        if not jammable:
+        body = jam(copies, f"{U} tokens" + (f" × {M} heads" if M > 1 else ""))
+        if body is None:
             U = 1
             del k.accesses[mark[0]:]       # the unrolled copies are not emitted
             k.flops = mark[1]
-    if U == 1:
-        saved_trip = k.trip
-        decls, pre, after = one(l, single_first, "sc")
-        return cir.For("c", cir.Var("cn"), tuple(decls + pre + after), b.target.seq,
-                       f"pass 1: token {l.name} = g·chunk + c, score and chunk maximum"),
-    accs = [pre[0].name for _, pre, _ in copies]
-    jam_body = tuple(st for lp in loops for st in lp.body)
-    jam = cir.For(loops[0].var, loops[0].extent, jam_body, b.target.vector_pragma(("add", ", ".join(accs))),
-                  f"vector reduction over DNF axis {ev.name}, {U} tokens jammed")
-    body = []
-    for decls, _, _ in copies:
-        body += decls
-    body += [pre[0] for _, pre, _ in copies] + [jam]
-    for _, _, after in copies:
-        body += after
-    main = cir.For("cq", cir.Bin("/", cir.Var("cn"), cir.Int(U)), tuple(body), b.target.seq,
-                   f"pass 1: tokens g·chunk + {U}·cq + u, u < {U}: scores and chunk maximum")
+        else:
+            main = cir.For("cq", cir.Bin("/", cir.Var("cn"), cir.Int(U)), tuple(decls + body), b.target.seq,
+                           f"pass 1: tokens g·chunk + {U}·cq + u, u < {U}: scores and chunk maximum")
     saved_trip = k.trip
-    k.trip = sp.Integer(0)          # the remainder's work is already counted per token above
-    decls, pre, after = one(l, single_first, "sc")
+    k.trip = sp.Integer(0) if main is not None else k.trip / M   # the remainder's work is counted above
+    copies = [one(l, mi, "sc" if M == 1 else f"sc_{mi}") for mi in range(M)]
     k.trip = saved_trip
-    rest = cir.For("c", cir.Var("cn"), tuple(decls + pre + after), b.target.seq,
+    body = (jam(copies, f"{M} heads") if M > 1 else None) or plain(copies)
+    if main is None:
+        return cir.For("c", cir.Var("cn"), tuple([tok_decl(l, single_first)] + body), b.target.seq,
+                       f"pass 1: token {l.name} = g·chunk + c, score and chunk maximum"),
+    rest = cir.For("c", cir.Var("cn"), tuple([tok_decl(l, single_first)] + body), b.target.seq,
                    f"pass 1 remainder: the last cn mod {U} tokens",
                    start=cir.Bin("*", cir.Bin("/", cir.Var("cn"), cir.Int(U)), cir.Int(U)))
     return main, rest
 
 
-def _weighted_sum_pass(b: Builder, k: _Kern, W, l, lval, pidx, frame, gsym, rest, rest_ext, trip) -> tuple:
-    """Pass 3 of the split-K plan: o_g[rest] = Σ_{c} p_c · W(l, rest), lanes over the last
-    output axis d.  When d's extent is a literal multiple of the vector length (≤ 8 lanes'
-    worth), d is lifted ⟨dv⟩ → ⟨dv/32 32⟩, d = r·32 + v: lanes over v (γ-difference 1),
-    r unrolled into dv/32 register accumulators, so the token loop runs once per lane
-    with dv/32 independent loads and FMAs in flight."""
+def _weighted_sum_pass(b: Builder, k: _Kern, W, l, lval, pidx, frame, gsym, rest, rest_ext, trip,
+                       members: list) -> tuple:
+    """Pass 3 of the split-K plan: o_g[member, rest] = Σ_c p_c · W(l, rest), lanes over the
+    last output axis d.  When d's extent is a literal multiple of the vector length (≤ 8
+    lanes' worth), d is lifted ⟨dv⟩ → ⟨dv/32 32⟩, d = r·32 + v: lanes over v
+    (γ-difference 1), r unrolled into dv/32 register accumulators per group member, so
+    the token loop runs once per lane, each W element loaded once for all members."""
+    M = len(members)
+    W = _msub(W, members[0])                    # the same for every member (see _kv_group)
+
+    def acc(mi, r=None):
+        return ("o" if M == 1 else f"o{mi}_") + ("" if r is None else str(r))
+
+    def p_of(mi):
+        return "pc" if M == 1 else f"pc{mi}"
     last, n_last = (rest[-1], rest_ext[-1]) if rest else (None, None)
     R = int(n_last) // VECTOR_LENGTH if (n_last is not None and sp.sympify(n_last).is_Integer and
                                         int(n_last) % VECTOR_LENGTH == 0) else 0
@@ -744,9 +817,9 @@ def _weighted_sum_pass(b: Builder, k: _Kern, W, l, lval, pidx, frame, gsym, rest
     if 1 <= R <= 8:
         vsym = internal("v")
         k.lanes = vsym
-        pw = k.read("@p", pidx)
+        pws = [k.read("@p", tuple(_midx(x, m) for x in pidx)) for m in members]
         k.flops += 2 * trip
-        k.trip = trip / R
+        k.trip = trip / R / M
         terms, stores = [], []
         for r in range(R):
             Wr = _rename(W, {last: r * VECTOR_LENGTH + vsym})
@@ -755,38 +828,45 @@ def _weighted_sum_pass(b: Builder, k: _Kern, W, l, lval, pidx, frame, gsym, rest
             if pre_w:
                 R = 0
                 break
-            terms.append(cir.Assign(f"o{r}", cir.Bin("+", cir.Var(f"o{r}"), cir.Bin("*", cir.Var("pc"), wx))))
-            idx = tuple(frame) + (gsym,) + tuple(rest[:-1]) + (r * VECTOR_LENGTH + vsym,)
-            stores.append(k.write("@o_part", idx, cir.Var(f"o{r}")))
+            terms.append(cir.Decl(b.ctype, f"w{r}", wx))
+            for mi, m in enumerate(members):
+                terms.append(cir.Assign(acc(mi, r), cir.Bin("+", cir.Var(acc(mi, r)),
+                                                           cir.Bin("*", cir.Var(p_of(mi)), cir.Var(f"w{r}")))))
+                idx = tuple(_midx(f, m) for f in frame) + (gsym,) + tuple(rest[:-1]) + (r * VECTOR_LENGTH + vsym,)
+                stores.append(k.write("@o_part", idx, cir.Var(acc(mi, r))))
         k.subst = {}
         k.trip = trip
         k.lanes = None
     if 1 <= R <= 8:
         b.lifts.append(Lift(last.name, n_last, VECTOR_LENGTH, "r", "v", False,
-                            f"registers × vector: {last.name} = r·{VECTOR_LENGTH} + v, {R} accumulators per lane"))
-        inner = cir.For("c", cir.Var("cn"), (cir.Decl("int64_t", mangle(l.name), lval), cir.Decl(b.ctype, "pc", pw))
-                        + tuple(terms), b.target.seq, "Σ over the chunk's tokens")
-        body: tuple = tuple(cir.Decl(b.ctype, f"o{r}", b.fnum(0.0)) for r in range(R)) + (inner,) + tuple(stores)
+                            f"registers × vector: {last.name} = r·{VECTOR_LENGTH} + v, {R * M} accumulators per lane"))
+        loads = tuple(cir.Decl(b.ctype, p_of(mi), pw) for mi, pw in enumerate(pws))
+        inner = cir.For("c", cir.Var("cn"), (cir.Decl("int64_t", mangle(l.name), lval),) + loads + tuple(terms),
+                        b.target.seq, "Σ over the chunk's tokens")
+        body: tuple = tuple(cir.Decl(b.ctype, acc(mi, r), b.fnum(0.0)) for mi in range(M) for r in range(R)) \
+            + (inner,) + tuple(stores)
         body = (cir.For("v", cir.Int(VECTOR_LENGTH), body, b.target.vector_pragma(),
                         f"vector lanes: {last.name} = r·{VECTOR_LENGTH} + v for r < {R}"),)
         k.loop("v", VECTOR_LENGTH, "vector", f"lanes of output axis {last.name} (pass 3: weighted sum)")
-        k.loop("r", R, "registers", f"{R} accumulators per lane")
+        k.loop("r", R, "registers", f"{R * M} accumulators per lane")
         for v, n in reversed(list(zip(rest[:-1], rest_ext[:-1]))):
             body = (cir.For(mangle(v.name), freeze(n), body, b.target.seq, f"DNF axis {v.name} < {fmt_index(n)}"),)
             k.loop(v.name, n, "seq", f"output axis {v.name}")
         return body
-    # general case: one accumulator per lane
+    # general case: one accumulator per lane and member
     k.lanes = last
     pre_w, wx = b.lower(W, k)
-    pw = k.read("@p", pidx)
+    pws = [k.read("@p", tuple(_midx(x, m) for x in pidx)) for m in members]
     k.flops += 2 * trip
     k.trip = trip
-    inner_sum = cir.For("c", cir.Var("cn"), (cir.Decl("int64_t", mangle(l.name), lval),) + tuple(pre_w) + (
-        cir.Assign("o", cir.Bin("+", cir.Var("o"), cir.Bin("*", pw, wx))),), b.target.seq,
-        "Σ over the chunk's tokens")
-    o_store = k.write("@o_part", tuple(frame) + (gsym,) + tuple(rest), cir.Var("o"))
+    adds = tuple(cir.Assign(acc(mi), cir.Bin("+", cir.Var(acc(mi)), cir.Bin("*", pw, cir.Var("w"))))
+                 for mi, pw in enumerate(pws))
+    inner_sum = cir.For("c", cir.Var("cn"), (cir.Decl("int64_t", mangle(l.name), lval),) + tuple(pre_w)
+                        + (cir.Decl(b.ctype, "w", wx),) + adds, b.target.seq, "Σ over the chunk's tokens")
+    o_stores = tuple(k.write("@o_part", tuple(_midx(f, m) for f in frame) + (gsym,) + tuple(rest), cir.Var(acc(mi)))
+                     for mi, m in enumerate(members))
     k.lanes = None
-    body3: tuple = (cir.Decl(b.ctype, "o", b.fnum(0.0)), inner_sum, o_store)
+    body3: tuple = tuple(cir.Decl(b.ctype, acc(mi), b.fnum(0.0)) for mi in range(M)) + (inner_sum,) + o_stores
     for i, (v, n) in enumerate(reversed(list(zip(rest, rest_ext)))):
         innermost = i == 0
         body3 = (cir.For(mangle(v.name), freeze(n), body3, b.target.vector_pragma() if innermost else b.target.seq,
@@ -824,54 +904,78 @@ def split_k(b: Builder, at: _Attn):
     ev = red_vars[0] if red_vars else None
 
     # ---- kernel 1: partials
+    grp = _kv_group(W, frame, frame_ext)
+    if grp is not None:
+        gv, gc = grp
+        a = internal("a")
+        members = [_member_subst(grp, a, m) for m in range(gc)]
+        gang_frame = [a if f == gv else f for f in frame]
+        gang_ext = tuple(sp.cancel(n / gc) if f == gv else n for f, n in zip(frame, frame_ext))
+        b.notes.append(f"the {gc} values of {gv.name} that read the same rows of the weighted values "
+                       f"({gv.name} = {gc}·a + m, m < {gc}) share one gang: every such row is loaded once and "
+                       f"used {gc} times")
+    else:
+        members, gang_frame, gang_ext = [{}], list(frame), tuple(frame_ext)
+    M = len(members)
+
+    def mname(base, mi):
+        return base if M == 1 else f"{base}{mi}"
+
     k = _kern(b, "k1_partials")
-    for v, n in zip(frame, frame_ext):
+    for v, n in zip(gang_frame, gang_ext):
         _bind(k, v, n)
     _bind(k, gsym, G)
     _bind(k, l, N)
     pidx = tuple(frame) + (l,)   # p is indexed (frame, g·C + c) = (frame, l)
-    cir.Var(mangle(l.name))
     lval = cir.add(cir.mul(cir.Var("g"), freeze(C)), cir.Var("c"))
     span = cir.Call("moac_imin", (freeze(C), cir.Bin("-", freeze(N), cir.mul(cir.Var("g"), freeze(C)))))
     # pass 1: scores (lanes over E's reduction axis), chunk max; U tokens per pass
     k.trip = fsize * N
-    pass1 = _scores_pass(b, k, E, ev, l, pidx, C, b.unroll)
+    pass1 = _scores_pass(b, k, E, ev, l, pidx, C, b.unroll, members)
     k.flops += k.trip
     k.loop("c", C, "seq", f"tokens of the chunk (pass 1: scores, {b.unroll} per vector pass)")
     if ev is not None:
         k.loop(ev.name, k.all_vars.get(ev, sp.Symbol("?")), "vector", "score reduction")
-    # pass 2: p = exp(score − mg), chunk sum (lanes over tokens)
+    # pass 2: p = exp(score − mg), chunk sum (lanes over tokens), for every member
     k.lanes = l
-    pl = k.read("@p", pidx)
     k.flops += 3 * fsize * N
-    pass2 = cir.For("c", cir.Var("cn"), (
-        cir.Decl("int64_t", mangle(l.name), lval),
-        cir.Decl(b.ctype, "e", b.scalar_op("exp", [cir.Bin("-", pl, cir.Var("mg"))])),
-        k.write("@p", pidx, cir.Var("e")),
-        cir.Assign("zg", cir.Bin("+", cir.Var("zg"), cir.Var("e")))),
-        b.target.vector_pragma(("add", "zg")), "pass 2: p = exp(score − chunk max), chunk sum")
+    pass2 = []
+    for mi, m in enumerate(members):
+        midx = tuple(_midx(x, m) for x in pidx)
+        pl = k.read("@p", midx)
+        pass2.append(cir.Decl(b.ctype, mname("zg", mi), b.fnum(0.0)))
+        pass2.append(cir.For("c", cir.Var("cn"), (
+            cir.Decl("int64_t", mangle(l.name), lval),
+            cir.Decl(b.ctype, "e", b.scalar_op("exp", [cir.Bin("-", pl, cir.Var(mname("mg", mi)))])),
+            k.write("@p", midx, cir.Var("e")),
+            cir.Assign(mname("zg", mi), cir.Bin("+", cir.Var(mname("zg", mi)), cir.Var("e")))),
+            b.target.vector_pragma(("add", mname("zg", mi))), "pass 2: p = exp(score − chunk max), chunk sum"))
     k.loop("c", C, "vector", "tokens of the chunk (pass 2: exp and sum)")
     k.lanes = None
     # pass 3: o_part[frame, g, rest] = Σ_c p · W   (lanes over the last output axis)
     for v, n in zip(rest, rest_ext):
         _bind(k, v, n)
-    body3 = _weighted_sum_pass(b, k, W, l, lval, pidx, frame, gsym, rest, rest_ext, fsize * N * rsize)
-    gang_body = (cir.Decl("int64_t", "cn", span),
-                 cir.Decl(b.ctype, "mg", b.fnum(_IDENT["max"]))) + tuple(pass1) + (
-                 cir.Decl(b.ctype, "zg", b.fnum(0.0)),
-                 pass2) + body3 + (
-        k.write("@m_part", tuple(frame) + (gsym,), cir.Var("mg")),
-        k.write("@z_part", tuple(frame) + (gsym,), cir.Var("zg")))
-    # the chunk loop is outermost, so gangs that share rows of the inputs (GQA's query heads
-    # of one KV head, the rows of a query block) are launched next to each other
+    body3 = _weighted_sum_pass(b, k, W, l, lval, pidx, frame, gsym, rest, rest_ext, fsize * N * rsize, members)
+    stores = []
+    for mi, m in enumerate(members):
+        fidx = tuple(_midx(f, m) for f in frame) + (gsym,)
+        stores += [k.write("@m_part", fidx, cir.Var(mname("mg", mi))),
+                   k.write("@z_part", fidx, cir.Var(mname("zg", mi)))]
+    gang_body = (cir.Decl("int64_t", "cn", span),) \
+        + tuple(cir.Decl(b.ctype, mname("mg", mi), b.fnum(_IDENT["max"])) for mi in range(M)) \
+        + tuple(pass1) + tuple(pass2) + body3 + tuple(stores)
+    # the chunk loop is outermost, so gangs that share rows of the inputs (the rows of a
+    # query block, say) are launched next to each other
     loops = [("g", freeze(G), f"lifted token axis: ⟨{fmt_index(N)}⟩ → ⟨⌈{fmt_index(N)}/chunk⌉ chunk⟩, "
                               f"{l.name} = g·chunk + c")]
-    loops += [(mangle(v.name), freeze(n), f"DNF frame axis {v.name} < {fmt_index(n)}") for v, n in zip(frame, frame_ext)]
+    loops += [(cir.expr(freeze(v)), freeze(n), f"DNF frame axis {v.name} < {fmt_index(n)}" if v in frame else
+               f"groups of {M}: {gv.name} = {M}·a + m") for v, n in zip(gang_frame, gang_ext)]
     k.loop("g", G, "gang", "chunk of tokens")
-    for v, n in zip(frame, frame_ext):
-        k.loop(v.name, n, "gang", f"frame axis {v.name}")
+    for v, n in zip(gang_frame, gang_ext):
+        k.loop(v.name, n, "gang", f"frame axis {v.name}" if v in frame else f"groups of {M} {gv.name}")
     k.all_vars[gsym] = G
-    b.finish_kernel(k, "per-chunk partials of the softmax contraction (max, sum, weighted sum)", _nest(b, loops, list(gang_body), k))
+    b.finish_kernel(k, "per-chunk partials of the softmax contraction (max, sum, weighted sum)"
+                    + (f", {M} heads per gang" if M > 1 else ""), _nest(b, loops, list(gang_body), k))
 
     # ---- kernel 2: combine
     k2 = _kern(b, "k2_combine")

@@ -128,7 +128,8 @@ int moac_attention_forward(const float *restrict Q_, const float *restrict K_, c
                     #pragma acc loop seq
                     for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
                         int64_t l_ = g * chunk + c;
-                        o = o + moac_p[i_ * (chunk * moac_ceildiv(n_, chunk)) + l_] * V_[l_ * dv_ + d_];
+                        float w = V_[l_ * dv_ + d_];
+                        o = o + moac_p[i_ * (chunk * moac_ceildiv(n_, chunk)) + l_] * w;
                     }
                     moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + d_] = o;
                 }
@@ -268,7 +269,8 @@ int moac_attention_forward_device(const float *restrict Q_, const float *restric
                 #pragma acc loop seq
                 for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
                     int64_t l_ = g * chunk + c;
-                    o = o + moac_p[i_ * (chunk * moac_ceildiv(n_, chunk)) + l_] * V_[l_ * dv_ + d_];
+                    float w = V_[l_ * dv_ + d_];
+                    o = o + moac_p[i_ * (chunk * moac_ceildiv(n_, chunk)) + l_] * w;
                 }
                 moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + d_] = o;
             }

@@ -132,10 +132,14 @@ int moac_decode(const float *restrict q_, const float *restrict K_, const float 
                 for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
                     int64_t l_ = g * chunk + c;
                     float pc = moac_p[l_];
-                    o0 = o0 + pc * V_[l_ * 128 + v];
-                    o1 = o1 + pc * V_[l_ * 128 + (v + 32)];
-                    o2 = o2 + pc * V_[l_ * 128 + (v + 64)];
-                    o3 = o3 + pc * V_[l_ * 128 + (v + 96)];
+                    float w0 = V_[l_ * 128 + v];
+                    o0 = o0 + pc * w0;
+                    float w1 = V_[l_ * 128 + (v + 32)];
+                    o1 = o1 + pc * w1;
+                    float w2 = V_[l_ * 128 + (v + 64)];
+                    o2 = o2 + pc * w2;
+                    float w3 = V_[l_ * 128 + (v + 96)];
+                    o3 = o3 + pc * w3;
                 }
                 moac_o_part[g * 128 + v] = o0;
                 moac_o_part[g * 128 + (v + 32)] = o1;
@@ -276,10 +280,14 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
             for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
                 int64_t l_ = g * chunk + c;
                 float pc = moac_p[l_];
-                o0 = o0 + pc * V_[l_ * 128 + v];
-                o1 = o1 + pc * V_[l_ * 128 + (v + 32)];
-                o2 = o2 + pc * V_[l_ * 128 + (v + 64)];
-                o3 = o3 + pc * V_[l_ * 128 + (v + 96)];
+                float w0 = V_[l_ * 128 + v];
+                o0 = o0 + pc * w0;
+                float w1 = V_[l_ * 128 + (v + 32)];
+                o1 = o1 + pc * w1;
+                float w2 = V_[l_ * 128 + (v + 64)];
+                o2 = o2 + pc * w2;
+                float w3 = V_[l_ * 128 + (v + 96)];
+                o3 = o3 + pc * w3;
             }
             moac_o_part[g * 128 + v] = o0;
             moac_o_part[g * 128 + (v + 32)] = o1;

@@ -106,7 +106,8 @@ int moac_decode_mha(const float *restrict Q_, const float *restrict K_, const fl
                     float o = 0.0f;
                     for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
                         int64_t l_ = g * chunk + c;
-                        o = o + moac_p[b_ * h_ * (chunk * moac_ceildiv(n_, chunk)) + i_ * (chunk * moac_ceildiv(n_, chunk)) + l_] * V_[b_ * h_ * n_ * dv_ + i_ * n_ * dv_ + l_ * dv_ + d_];
+                        float w = V_[b_ * h_ * n_ * dv_ + i_ * n_ * dv_ + l_ * dv_ + d_];
+                        o = o + moac_p[b_ * h_ * (chunk * moac_ceildiv(n_, chunk)) + i_ * (chunk * moac_ceildiv(n_, chunk)) + l_] * w;
                     }
                     moac_o_part[b_ * h_ * moac_ceildiv(n_, chunk) * dv_ + i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + d_] = o;
                 }

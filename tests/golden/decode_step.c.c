@@ -92,7 +92,8 @@ int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *rest
                 } else {
                     sel16 = v_[d_];
                 }
-                o = o + moac_p[i_] * sel16;
+                float w = sel16;
+                o = o + moac_p[i_] * w;
             }
             moac_o_part[g * dv_ + d_] = o;
         }

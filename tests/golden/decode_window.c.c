@@ -104,7 +104,8 @@ int moac_decode_window(const float *restrict q_, const float *restrict K_, const
             float o = 0.0f;
             for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
                 int64_t l_ = g * chunk + c;
-                o = o + moac_p[l_] * V_[(l_ + n_ - w_) * dv_ + d_];
+                float w = V_[(l_ + n_ - w_) * dv_ + d_];
+                o = o + moac_p[l_] * w;
             }
             moac_o_part[g * dv_ + d_] = o;
         }
