@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
                            help="tokens per vector pass in the split-K plan (default 4)")
             p.add_argument("--mapping", choices=("auto", "naive"), default="auto",
                            help="loop-to-hardware mapping (naive: vector lanes over reduction axes)")
+            p.add_argument("--share-kv", action="store_true",
+                           help="split-K: query heads that read the same K/V rows (GQA) share a gang")
 
     p = sub.add_parser("dnf", help="print the Denotational Normal Form")
     common(p, target=False)
@@ -118,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             print(_specialise_text(d, sizes))
             return 0
         if args.cmd == "onf":
-            print(prog.onf(target=args.target, sizes=sizes, mapping=args.mapping, unroll=args.unroll))
+            print(prog.onf(target=args.target, sizes=sizes, mapping=args.mapping, unroll=args.unroll,
+                           share_kv=args.share_kv))
             return 0
         if args.cmd == "compile":
             from .commands import compile_command

@@ -66,7 +66,8 @@ def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: float) -> tuple[fl
 
 
 def check_command(prog, args, sizes: dict) -> int:
-    kern = prog.compile(target=args.target, sizes=sizes, unroll=args.unroll, mapping=args.mapping)
+    kern = prog.compile(target=args.target, sizes=sizes, unroll=args.unroll, mapping=args.mapping,
+                        share_kv=args.share_kv)
     ctype = kern.signature.ctype
     arrays, all_sizes = random_inputs(prog, sizes, args.seed)
     try:
@@ -98,7 +99,8 @@ def _decl(prog, name: str) -> str:
 
 def compile_command(prog, args, sizes: dict) -> int:
     from .cli import write_atomic
-    onf = prog.onf(target=args.target, sizes=sizes, unroll=args.unroll, mapping=args.mapping)
+    onf = prog.onf(target=args.target, sizes=sizes, unroll=args.unroll, mapping=args.mapping,
+                   share_kv=args.share_kv)
     from .codegen import to_c
     src = to_c(onf)
     if args.offload != "none":

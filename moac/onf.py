@@ -413,12 +413,14 @@ def chunk_size(tokens: int, frames: int) -> int:
 
 
 def to_onf(d: DNF, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto",
-           unroll: int = 4, storage: dict | None = None) -> ONF:
+           unroll: int = 4, storage: dict | None = None, share_kv: bool = False) -> ONF:
     """Lower a DNF to its ONF.  `storage` overrides the declared dtype of inputs
-    (name -> dtype) for cost studies."""
+    (name -> dtype) for cost studies; `share_kv` puts the query heads that read the same
+    K/V rows (GQA) into one gang (off by default: slower on the H200 with GCC 12, see
+    docs/benchmarks.md)."""
     from .plans import Builder, generic, hoist_selects, match_attention, materialise, split_k
     sizes = sizes or {}
-    b = Builder(d, target, sizes, mapping, unroll, storage or {})
+    b = Builder(d, target, sizes, mapping, unroll, storage or {}, share_kv)
     prog = d.program
     norm = tuple(DStmt(st.name, st.vars, st.shape, hoist_selects(st.body), st.role) for st in d.stmts)
     updates = [st for st in norm if st.role == "update"]

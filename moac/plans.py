@@ -211,7 +211,8 @@ _F2 = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 
 
 class Builder:
-    def __init__(self, dnf: DNF, target: str, sizes: dict, mapping: str, unroll: int = 4, storage: dict | None = None):
+    def __init__(self, dnf: DNF, target: str, sizes: dict, mapping: str, unroll: int = 4, storage: dict | None = None,
+                 share_kv: bool = False):
         self.dnf = dnf
         self.target = get_target(target)
         self.mapping = mapping
@@ -232,6 +233,7 @@ class Builder:
         self.prologue: list = []
         self.run_time: list = []
         self.unroll = unroll
+        self.share_kv = share_kv
         self.lifts: list = []
         self.notes: list = []
 
@@ -904,7 +906,7 @@ def split_k(b: Builder, at: _Attn):
     ev = red_vars[0] if red_vars else None
 
     # ---- kernel 1: partials
-    grp = _kv_group(W, frame, frame_ext)
+    grp = _kv_group(W, frame, frame_ext) if b.share_kv else None
     if grp is not None:
         gv, gc = grp
         a = internal("a")

@@ -30,20 +30,21 @@ class Program:
         return self._dnf
 
     def onf(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto", unroll: int = 4,
-            storage: dict | None = None):
+            storage: dict | None = None, share_kv: bool = False):
         from . import onf
         return onf.to_onf(self._dnf, target=target, sizes=sizes or {}, mapping=mapping,
-                          unroll=unroll, storage=storage)                                # stage 4
+                          unroll=unroll, storage=storage, share_kv=share_kv)             # stage 4
 
     def c_source(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto",
-                 unroll: int = 4) -> str:
+                 unroll: int = 4, share_kv: bool = False) -> str:
         from . import codegen
-        return codegen.to_c(self.onf(target, sizes, mapping, unroll))                  # stage 5: ONF -> C
+        return codegen.to_c(self.onf(target, sizes, mapping, unroll, share_kv=share_kv))  # stage 5: ONF -> C
 
     def compile(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto",
-                unroll: int = 4, **build_opts):
+                unroll: int = 4, share_kv: bool = False, **build_opts):
         from . import build
-        return build.build(self.onf(target, sizes, mapping, unroll), **build_opts)     # stage 6: C -> kernel
+        return build.build(self.onf(target, sizes, mapping, unroll, share_kv=share_kv),
+                           **build_opts)                                                 # stage 6: C -> kernel
 
     def evaluate(self, sizes: dict | None = None, **arrays) -> dict:
         """Evaluate the source program with numpy (float64): the independent reference."""

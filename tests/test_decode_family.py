@@ -61,3 +61,18 @@ def test_window_larger_than_the_cache():
     kern = prog.compile(target="c", sizes={"w": 64})
     with pytest.raises(moac.ArgumentError, match=r"△ count \|-w\| must not exceed n, but n = 10, w = 64"):
         kern(q=np.ones(4, np.float32), K=np.ones((10, 4), np.float32), V=np.ones((10, 4), np.float32))
+
+
+@pytest.mark.parametrize("target", ["c", "openacc"])
+@pytest.mark.parametrize("hq,hkv,dk,n", [(8, 2, 64, 77), (6, 2, 32, 5), (4, 1, 16, 130)])
+def test_shared_kv_gangs_agree_with_the_reference(target, hq, hkv, dk, n):
+    prog = moac.load("examples/decode_gqa.moa")
+    kern = prog.compile(target=target, sizes={"hq": hq, "hkv": hkv, "dk": dk, "dv": dk}, share_kv=True,
+                        werror=True)
+    assert "heads per gang" in kern.c_source
+    rng = np.random.default_rng(hq + n)
+    arrays = dict(Q=rng.standard_normal((hq, dk)).astype(np.float32),
+                  K=rng.standard_normal((hkv, n, dk)).astype(np.float32),
+                  V=rng.standard_normal((hkv, n, dk)).astype(np.float32))
+    ref = prog.evaluate(**arrays)["out"]
+    np.testing.assert_allclose(kern(**arrays)["out"], ref, rtol=0, atol=2e-6 * np.abs(ref).max())
