@@ -208,11 +208,16 @@ def show_expr(e) -> str:
     return str(sp.sympify(e)).replace("**", "^").replace("*", "·")
 
 
+def show_expr(e) -> str:
+    """An integer expression as the dumps and messages print it: n·dk, n^2."""
+    e = sp.sympify(e)
+    e = e.xreplace({d: sp.Symbol(d.name) for d in e.atoms(sp.Dummy)})   # moac's own loop variables
+    return str(e).replace("**", "^").replace("*", "·")
+
+
 def show_shape(shape: Shape) -> str:
     def one(s):
-        s = sp.sympify(s)
-        s = s.xreplace({d: sp.Symbol(d.name) for d in s.atoms(sp.Dummy)})   # moac's own loop variables
-        t = str(s).replace("**", "^").replace("*", "·")
+        t = show_expr(s)
         return t if sp.sympify(s).is_Atom or " " not in t else f"({t})"
     return "⟨" + " ".join(one(s) for s in shape) + "⟩"
 

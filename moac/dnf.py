@@ -206,9 +206,7 @@ def fmt_index(e) -> str:
     e = sp.sympify(e)
     if isinstance(e, sp.Eq):          # sympy prints Eq(a, b)
         return f"{fmt_index(e.lhs)} = {fmt_index(e.rhs)}"
-    dummies = {x: sp.Symbol(x.name) for x in e.atoms(sp.Dummy)}   # moac's own loop variables
-    s = str(e.xreplace(dummies) if dummies else e)
-    return s.replace("**", "^").replace("*", "·")
+    return C.show_expr(e)
 
 
 def fmt_vec(idx) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sympy as sp
 
+from .core import show_expr as _show
+from .core import show_shape as _show_shape
 from .errors import ArgumentError
 
 
@@ -118,10 +120,3 @@ def _mismatch(program, name, ax, ext, dim, env) -> str:
                 f"with {known}: {dim} is not such a length")
     return f"input '{name}' axis {ax} must have length {_show(ext)}{alias} = {value}, got {dim}"
 
-
-def _show(e) -> str:
-    return str(sp.sympify(e)).replace("**", "^").replace("*", "·")
-
-
-def _show_shape(shape) -> str:
-    return "⟨" + " ".join(_show(s) for s in shape) + "⟩"
