@@ -26,6 +26,10 @@ def _solve(expr, value: int, env: dict):
     if len(unknown) > 1:
         return None
     (u,) = unknown
+    if e == u:                                   # the common case: an axis of length n
+        if value < 0:
+            raise ValueError(f"{u.name} = {value} is negative")
+        return u, sp.Integer(value)
     sols = sp.solve(sp.Eq(e, value), u)
     good = [x for x in sols if x.is_Integer and x >= 0]
     if len(good) != 1:
