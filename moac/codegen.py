@@ -81,10 +81,8 @@ class Signature:
                 out.append(f"{p.ctype} *restrict {p.cname}")
         return ", ".join(out)
 
-    def cdef(self, device: bool = False) -> str:
+    def cdef(self) -> str:
         params = re.sub(r"\brestrict\b ?", "", self.c_params())
-        if device:
-            return f"int {self.fname}_device({params}, void *workspace);"
         return f"int {self.fname}({params});"
 
 
@@ -143,24 +141,13 @@ def to_c(onf: ONF) -> str:
     sig = signature(onf)
     bufs = {b.name: b for b in onf.buffers}
     scratch = [dict(name=mangle(b.name), count=_count(b.size)) for b in onf.buffers if b.role == "scratch"]
-    data_open = None
-    if target.data_open:
-        def sect(names):
-            return ", ".join(f"{mangle(n)}[0:{_count(bufs[n].size)}]" for n in names)
-        ins = [b.name for b in onf.buffers if b.role == "input"]
-        inouts = [b.name for b in onf.buffers if b.role == "inout"]
-        outs = [b.name for b in onf.buffers if b.role == "output"]
-        scr = [b.name for b in onf.buffers if b.role == "scratch"]
-        parts = []
-        if ins:
-            parts.append(f"copyin({sect(ins)})")
-        if inouts:
-            parts.append(f"copy({sect(inouts)})")
-        if outs:
-            parts.append(f"copyout({sect(outs)})")
-        if scr:
-            parts.append(f"create({sect(scr)})")
-        data_open = "#pragma acc data " + " ".join(parts)
+    arrays = [p for p in sig.params if p.kind != "size"]
+    data_pragma = host_data_pragma = None
+    if target.device_entry:
+        def sect(kind):
+            return [f"{p.cname}[0:{_count(bufs[p.name].size)}]" for p in arrays if p.kind == kind]
+        data_pragma = target.data_pragma(sect("input"), sect("inout"), sect("output"))
+        host_data_pragma = target.host_data_pragma([p.cname for p in arrays] + ["ws"])
     prologue = "\n".join(cir.stmts(onf.prologue, onf.ctype, indent=1))
     summary = [f"traffic {str(onf.traffic)} bytes (minimum {str(onf.minimum)})"]
     if onf.fixed:
@@ -170,8 +157,9 @@ def to_c(onf: ONF) -> str:
         summary=summary, device_entry=target.device_entry, helpers=HELPERS, routine=target.name == "openacc",
         fname=sig.fname, params=sig.c_params(), ctype=onf.ctype,
         size_params=", ".join(f"int64_t {p.cname}" for p in sig.params if p.kind == "size") or "void",
-        size_args=", ".join(p.cname for p in sig.params if p.kind == "size"), scratch=scratch, data_open=data_open,
+        size_args=", ".join(p.cname for p in sig.params if p.kind == "size"),
+        args=", ".join(p.cname for p in sig.params), scratch=scratch,
+        data_pragma=data_pragma, host_data_pragma=host_data_pragma,
         prologue=prologue, prologue_vars=[d.name for d in onf.prologue if isinstance(d, cir.Decl)],
-        host_body=_body(onf, "present" if target.data_open else "", 2 if target.data_open else 1),
-        device_body=_body(onf, "deviceptr", 1),
+        body=_body(onf, "deviceptr" if target.device_entry else "", 1),
     )

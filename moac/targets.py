@@ -20,8 +20,17 @@ class Target:
     vector_reduce: str | None  # inner lane loop with a reduction; {op} {var}
     seq: str | None
     serial: str | None       # a single-threaded region; {clauses}
-    data_open: str | None    # {copyin} {copyout} {create}
-    device_entry: bool       # also emit an entry taking device pointers
+    device_entry: bool       # the kernels take device pointers; a host entry moves the data
+
+    def data_pragma(self, copyin: list, copy: list, copyout: list) -> str:
+        """The data region of the host entry: each array moved once."""
+        parts = [f"{clause}({', '.join(xs)})" for clause, xs in
+                 (("copyin", copyin), ("copy", copy), ("copyout", copyout)) if xs]
+        return " ".join(["#pragma acc data"] + parts)
+
+    def host_data_pragma(self, pointers: list) -> str:
+        """Inside the data region: the device addresses of the host arrays."""
+        return f"#pragma acc host_data use_device({', '.join(pointers)})"
 
     def gang_pragma(self, collapse: int, clauses: str) -> str | None:
         if self.gang is None:
@@ -53,7 +62,6 @@ TARGETS = {
         vector_reduce="#pragma acc loop vector reduction({op}:{var})",
         seq="#pragma acc loop seq",
         serial=f"#pragma acc parallel num_gangs(1) vector_length({VECTOR_LENGTH}) {{clauses}}",
-        data_open="#pragma acc data copyin({copyin}) copyout({copyout}) create({create})",
         device_entry=True,
     ),
     "openmp": Target(
@@ -65,14 +73,13 @@ TARGETS = {
         vector_reduce=None,
         seq=None,
         serial=None,
-        data_open=None,
         device_entry=False,
     ),
     "c": Target(
         name="c",
         description="sequential C (the reference for bit-for-bit comparisons)",
         cflags=(),
-        gang=None, vector=None, vector_reduce=None, seq=None, serial=None, data_open=None,
+        gang=None, vector=None, vector_reduce=None, seq=None, serial=None,
         device_entry=False,
     ),
 }

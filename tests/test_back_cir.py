@@ -280,7 +280,7 @@ def test_openmp_pragmas_exact():
     assert t.gang_pragma(2, "") == "#pragma omp parallel for collapse(2) schedule(static)"
     assert t.vector_pragma() is None
     assert t.vector_pragma(("add", "acc1")) is None
-    assert t.seq is None and t.serial_pragma("x") is None and t.data_open is None
+    assert t.seq is None and t.serial_pragma("x") is None
     assert not t.device_entry
 
 
@@ -339,3 +339,12 @@ def test_openmp_has_no_acc_and_openacc_has_no_omp():
         acc = example(name).c_source(target="openacc")
         assert "#pragma acc" not in omp and "#pragma omp" not in acc, name
         assert "#pragma omp parallel for" in omp, name
+
+
+def test_openacc_data_and_host_data_pragmas():
+    from moac.targets import TARGETS
+    t = TARGETS["openacc"]
+    assert t.data_pragma(["q_[0:dk_]"], [], ["out_[0:dv_]"]) == \
+        "#pragma acc data copyin(q_[0:dk_]) copyout(out_[0:dv_])"
+    assert t.data_pragma([], ["K_[0:N_]"], []) == "#pragma acc data copy(K_[0:N_])"
+    assert t.host_data_pragma(["q_", "ws"]) == "#pragma acc host_data use_device(q_, ws)"

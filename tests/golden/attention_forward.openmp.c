@@ -36,21 +36,32 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 
+/* Bytes of scratch memory the computation needs for these sizes. */
+size_t moac_attention_forward_workspace_bytes(int64_t m_, int64_t n_, int64_t dk_, int64_t dv_)
+{
+    int64_t chunk = moac_chunk(n_, m_);
+    (void)chunk;
+    return ((sizeof(float) * (size_t)(m_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(m_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(dv_ * m_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * m_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256);
+}
+
 /* Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_attention_forward(const float *restrict Q_, const float *restrict K_, const float *restrict V_, float *restrict out_, int64_t m_, int64_t n_, int64_t dk_, int64_t dv_)
 {
     int64_t chunk = moac_chunk(n_, m_);
-    float *moac_m_part = malloc(sizeof(float) * (size_t)(m_ * moac_ceildiv(n_, chunk)) + 1);
-    float *moac_z_part = malloc(sizeof(float) * (size_t)(m_ * moac_ceildiv(n_, chunk)) + 1);
-    float *moac_o_part = malloc(sizeof(float) * (size_t)(dv_ * m_ * moac_ceildiv(n_, chunk)) + 1);
-    float *moac_p = malloc(sizeof(float) * (size_t)(chunk * m_ * moac_ceildiv(n_, chunk)) + 1);
-    if (!moac_m_part || !moac_z_part || !moac_o_part || !moac_p) {
-        free(moac_m_part);
-        free(moac_z_part);
-        free(moac_o_part);
-        free(moac_p);
+    size_t ws_bytes = moac_attention_forward_workspace_bytes(m_, n_, dk_, dv_);
+    char *ws = malloc(ws_bytes + 1);
+    if (!ws)
         return 1;
-    }
+    size_t ws_off = 0;
+    float *moac_m_part = (float *)(ws + ws_off);
+    ws_off += (sizeof(float) * (size_t)(m_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    float *moac_z_part = (float *)(ws + ws_off);
+    ws_off += (sizeof(float) * (size_t)(m_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    float *moac_o_part = (float *)(ws + ws_off);
+    ws_off += (sizeof(float) * (size_t)(dv_ * m_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    float *moac_p = (float *)(ws + ws_off);
+    ws_off += (sizeof(float) * (size_t)(chunk * m_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    (void)ws_off;
     /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
     #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
@@ -138,9 +149,6 @@ int moac_attention_forward(const float *restrict Q_, const float *restrict K_, c
             }
         }
     }
-    free(moac_m_part);
-    free(moac_z_part);
-    free(moac_o_part);
-    free(moac_p);
+    free(ws);
     return 0;
 }

@@ -36,9 +36,21 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 
+/* Bytes of scratch memory the computation needs for these sizes. */
+size_t moac_catenate_workspace_bytes(int64_t n_, int64_t m_, int64_t d_)
+{
+    return 0;
+}
+
 /* Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_catenate(const float *restrict K_, const float *restrict k_, const float *restrict A_, const float *restrict B_, float *restrict K2_, float *restrict AB_, float *restrict v_, int64_t n_, int64_t m_, int64_t d_)
 {
+    size_t ws_bytes = moac_catenate_workspace_bytes(n_, m_, d_);
+    char *ws = malloc(ws_bytes + 1);
+    if (!ws)
+        return 1;
+    size_t ws_off = 0;
+    (void)ws_off;
     /* kernel k1_K2: K2: lanes over j */
     for (int64_t i_ = 0; i_ < n_ + 1; ++i_) {  /* DNF axis i < n + 1 */
         for (int64_t j_g = 0; j_g < moac_ceildiv(d_, 32); ++j_g) {  /* lifted DNF axis j: ⟨d⟩ → ⟨⌈d/32⌉ 32⟩ */
@@ -94,5 +106,6 @@ int moac_catenate(const float *restrict K_, const float *restrict k_, const floa
             }
         }
     }
+    free(ws);
     return 0;
 }

@@ -49,95 +49,28 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 
-/* Returns 0 on success, 1 if scratch memory could not be allocated. */
-int moac_catenate(const float *restrict K_, const float *restrict k_, const float *restrict A_, const float *restrict B_, float *restrict K2_, float *restrict AB_, float *restrict v_, int64_t n_, int64_t m_, int64_t d_)
-{
-    #pragma acc data copyin(K_[0:d_ * n_], k_[0:d_], A_[0:d_ * n_], B_[0:d_ * m_]) copyout(K2_[0:d_ * (n_ + 1)], AB_[0:d_ * (m_ + n_)], v_[0:5])
-    {
-        /* kernel k1_K2: K2: lanes over j */
-        #pragma acc parallel loop gang collapse(2) vector_length(32) present(K_, K2_, k_)
-        for (int64_t i_ = 0; i_ < n_ + 1; ++i_) {  /* DNF axis i < n + 1 */
-            for (int64_t j_g = 0; j_g < moac_ceildiv(d_, 32); ++j_g) {  /* lifted DNF axis j: ⟨d⟩ → ⟨⌈d/32⌉ 32⟩ */
-                #pragma acc loop vector
-                for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                    int64_t j_ = j_g * 32 + j_v;
-                    if (j_ < d_) {
-                        float sel1;
-                        if (i_ < n_) {
-                            sel1 = K_[i_ * d_ + j_];
-                        } else {
-                            sel1 = k_[j_];
-                        }
-                        K2_[i_ * d_ + j_] = sel1;
-                    }
-                }
-            }
-        }
-        /* kernel k2_AB: AB: lanes over j */
-        #pragma acc parallel loop gang collapse(2) vector_length(32) present(A_, AB_, B_)
-        for (int64_t i_ = 0; i_ < m_ + n_; ++i_) {  /* DNF axis i < m + n */
-            for (int64_t j_g = 0; j_g < moac_ceildiv(d_, 32); ++j_g) {  /* lifted DNF axis j: ⟨d⟩ → ⟨⌈d/32⌉ 32⟩ */
-                #pragma acc loop vector
-                for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                    int64_t j_ = j_g * 32 + j_v;
-                    if (j_ < d_) {
-                        float sel1;
-                        if (i_ < n_) {
-                            sel1 = A_[i_ * d_ + j_];
-                        } else {
-                            sel1 = B_[(i_ - n_) * d_ + j_];
-                        }
-                        AB_[i_ * d_ + j_] = sel1;
-                    }
-                }
-            }
-        }
-        /* kernel k3_v: v: lanes over i */
-        #pragma acc parallel loop gang vector_length(32) present(v_)
-        for (int64_t i_g = 0; i_g < 1; ++i_g) {  /* lifted DNF axis i: ⟨5⟩ → ⟨⌈5/32⌉ 32⟩ */
-            #pragma acc loop vector
-            for (int64_t i_v = 0; i_v < 32; ++i_v) {  /* vector lanes: i = i_g·32 + i_v */
-                int64_t i_ = i_g * 32 + i_v;
-                if (i_ < 5) {
-                    float sel1;
-                    if (i_ < 3) {
-                        sel1 = (float)i_;
-                    } else {
-                        float sel2;
-                        if (i_ - 3 == 0) {
-                            sel2 = 7.0f;
-                        } else {
-                            sel2 = 8.0f;
-                        }
-                        sel1 = sel2;
-                    }
-                    v_[i_] = sel1;
-                }
-            }
-        }
-    }
-    return 0;
-}
-
-#ifdef _OPENACC
-/* Bytes of device workspace moac_catenate_device needs for these sizes. */
+/* Bytes of scratch memory the computation needs for these sizes. */
 size_t moac_catenate_workspace_bytes(int64_t n_, int64_t m_, int64_t d_)
 {
     return 0;
 }
 
-/* The same computation for arrays that already live on the device: every pointer
- * argument is a device pointer (acc_malloc, or a CUDA allocation in the same context).
- * Scratch lives in `workspace` (device memory of moac_catenate_workspace_bytes() bytes);
- * with workspace == NULL it is allocated and freed here.  Nothing is copied. */
+/* The computation for arrays that live on the device: every pointer argument is a
+ * device pointer (acc_malloc, or a CUDA allocation in the same context).  Scratch lives
+ * in `workspace` (moac_catenate_workspace_bytes() bytes of device memory); with
+ * workspace == NULL it is allocated and freed here.  Nothing is copied.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_catenate_device(const float *restrict K_, const float *restrict k_, const float *restrict A_, const float *restrict B_, float *restrict K2_, float *restrict AB_, float *restrict v_, int64_t n_, int64_t m_, int64_t d_, void *workspace)
 {
-    char *ws = workspace;
     size_t ws_bytes = moac_catenate_workspace_bytes(n_, m_, d_);
-    int own = 0;
-    if (!ws && ws_bytes) {
+    char *ws = workspace;
+    int own = !ws && ws_bytes;
+    if (own) {
+#ifdef _OPENACC
         ws = acc_malloc(ws_bytes);
-        own = 1;
+#else
+        ws = malloc(ws_bytes);
+#endif
         if (!ws)
             return 1;
     }
@@ -204,8 +137,33 @@ int moac_catenate_device(const float *restrict K_, const float *restrict k_, con
             }
         }
     }
-    if (own)
+    if (own) {
+#ifdef _OPENACC
         acc_free(ws);
+#else
+        free(ws);
+#endif
+    }
     return 0;
 }
-#endif
+
+/* The computation for host arrays: they move to the device once (one data region) and
+ * the device entry runs on them there; without a device, the host runs it in place.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_catenate(const float *restrict K_, const float *restrict k_, const float *restrict A_, const float *restrict B_, float *restrict K2_, float *restrict AB_, float *restrict v_, int64_t n_, int64_t m_, int64_t d_)
+{
+    size_t ws_bytes = moac_catenate_workspace_bytes(n_, m_, d_) + 1;
+    char *ws = malloc(ws_bytes);
+    if (!ws)
+        return 1;
+    int rc;
+    #pragma acc data copyin(K_[0:d_ * n_], k_[0:d_], A_[0:d_ * n_], B_[0:d_ * m_]) copyout(K2_[0:d_ * (n_ + 1)], AB_[0:d_ * (m_ + n_)], v_[0:5]) create(ws[0:ws_bytes])
+    {
+        #pragma acc host_data use_device(K_, k_, A_, B_, K2_, AB_, v_, ws)
+        {
+            rc = moac_catenate_device(K_, k_, A_, B_, K2_, AB_, v_, n_, m_, d_, ws);
+        }
+    }
+    free(ws);
+    return rc;
+}

@@ -36,21 +36,32 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 
+/* Bytes of scratch memory the computation needs for these sizes. */
+size_t moac_decode_step_workspace_bytes(int64_t N_, int64_t n_, int64_t dk_, int64_t dv_)
+{
+    int64_t chunk = moac_chunk(n_ + 1, 1);
+    (void)chunk;
+    return ((sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(dv_ * moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256);
+}
+
 /* Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *restrict q_, const float *restrict k_, const float *restrict v_, float *restrict out_, int64_t N_, int64_t n_, int64_t dk_, int64_t dv_)
 {
     int64_t chunk = moac_chunk(n_ + 1, 1);
-    float *moac_m_part = malloc(sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 1);
-    float *moac_z_part = malloc(sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 1);
-    float *moac_o_part = malloc(sizeof(float) * (size_t)(dv_ * moac_ceildiv(n_ + 1, chunk)) + 1);
-    float *moac_p = malloc(sizeof(float) * (size_t)(chunk * moac_ceildiv(n_ + 1, chunk)) + 1);
-    if (!moac_m_part || !moac_z_part || !moac_o_part || !moac_p) {
-        free(moac_m_part);
-        free(moac_z_part);
-        free(moac_o_part);
-        free(moac_p);
+    size_t ws_bytes = moac_decode_step_workspace_bytes(N_, n_, dk_, dv_);
+    char *ws = malloc(ws_bytes + 1);
+    if (!ws)
         return 1;
-    }
+    size_t ws_off = 0;
+    float *moac_m_part = (float *)(ws + ws_off);
+    ws_off += (sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256;
+    float *moac_z_part = (float *)(ws + ws_off);
+    ws_off += (sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256;
+    float *moac_o_part = (float *)(ws + ws_off);
+    ws_off += (sizeof(float) * (size_t)(dv_ * moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256;
+    float *moac_p = (float *)(ws + ws_off);
+    ws_off += (sizeof(float) * (size_t)(chunk * moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256;
+    (void)ws_off;
     /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
     for (int64_t g = 0; g < moac_ceildiv(n_ + 1, chunk); ++g) {  /* lifted token axis: ⟨n + 1⟩ → ⟨⌈n + 1/chunk⌉ chunk⟩, i = g·chunk + c */
         int64_t cn = moac_imin(chunk, n_ + 1 - g * chunk);
@@ -142,9 +153,6 @@ int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *rest
             }
         }
     }
-    free(moac_m_part);
-    free(moac_z_part);
-    free(moac_o_part);
-    free(moac_p);
+    free(ws);
     return 0;
 }

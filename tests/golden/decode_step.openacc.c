@@ -49,140 +49,7 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 
-/* Returns 0 on success, 1 if scratch memory could not be allocated. */
-int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *restrict q_, const float *restrict k_, const float *restrict v_, float *restrict out_, int64_t N_, int64_t n_, int64_t dk_, int64_t dv_)
-{
-    int64_t chunk = moac_chunk(n_ + 1, 1);
-    float *moac_m_part = malloc(sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 1);
-    float *moac_z_part = malloc(sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 1);
-    float *moac_o_part = malloc(sizeof(float) * (size_t)(dv_ * moac_ceildiv(n_ + 1, chunk)) + 1);
-    float *moac_p = malloc(sizeof(float) * (size_t)(chunk * moac_ceildiv(n_ + 1, chunk)) + 1);
-    if (!moac_m_part || !moac_z_part || !moac_o_part || !moac_p) {
-        free(moac_m_part);
-        free(moac_z_part);
-        free(moac_o_part);
-        free(moac_p);
-        return 1;
-    }
-    #pragma acc data copyin(q_[0:dk_], k_[0:dk_], v_[0:dv_]) copy(Kc_[0:N_ * dk_], Vc_[0:N_ * dv_]) copyout(out_[0:dv_]) create(moac_m_part[0:moac_ceildiv(n_ + 1, chunk)], moac_z_part[0:moac_ceildiv(n_ + 1, chunk)], moac_o_part[0:dv_ * moac_ceildiv(n_ + 1, chunk)], moac_p[0:chunk * moac_ceildiv(n_ + 1, chunk)])
-    {
-        /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
-        #pragma acc parallel loop gang vector_length(32) present(moac_m_part, moac_o_part, moac_p, moac_z_part, Kc_, Vc_, k_, q_, v_)
-        for (int64_t g = 0; g < moac_ceildiv(n_ + 1, chunk); ++g) {  /* lifted token axis: ⟨n + 1⟩ → ⟨⌈n + 1/chunk⌉ chunk⟩, i = g·chunk + c */
-            int64_t cn = moac_imin(chunk, n_ + 1 - g * chunk);
-            float mg = -INFINITY;
-            #pragma acc loop seq
-            for (int64_t c = 0; c < cn; ++c) {  /* pass 1: token i = g·chunk + c, score and chunk maximum */
-                int64_t i_ = g * chunk + c;
-                float sel13;
-                if (i_ < n_) {
-                    float acc14 = 0.0f;
-                    #pragma acc loop vector reduction(+:acc14)
-                    for (int64_t j_ = 0; j_ < dk_; ++j_) {  /* vector reduction over DNF axis j < dk */
-                        acc14 = acc14 + q_[j_] * Kc_[i_ * dk_ + j_];
-                    }
-                    sel13 = acc14;
-                } else {
-                    float acc15 = 0.0f;
-                    #pragma acc loop vector reduction(+:acc15)
-                    for (int64_t j_ = 0; j_ < dk_; ++j_) {  /* vector reduction over DNF axis j < dk */
-                        acc15 = acc15 + q_[j_] * k_[j_];
-                    }
-                    sel13 = acc15;
-                }
-                float sc = sel13 / sqrtf((float)dk_);
-                moac_p[i_] = sc;
-                mg = fmaxf(mg, sc);
-            }
-            float zg = 0.0f;
-            #pragma acc loop vector reduction(+:zg)
-            for (int64_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
-                int64_t i_ = g * chunk + c;
-                float e = moac_expf(moac_p[i_] - mg);
-                moac_p[i_] = e;
-                zg = zg + e;
-            }
-            #pragma acc loop vector
-            for (int64_t d_ = 0; d_ < dv_; ++d_) {  /* vector lanes over DNF axis d < dv */
-                float o = 0.0f;
-                #pragma acc loop seq
-                for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
-                    int64_t i_ = g * chunk + c;
-                    float sel16;
-                    if (i_ < n_) {
-                        sel16 = Vc_[i_ * dv_ + d_];
-                    } else {
-                        sel16 = v_[d_];
-                    }
-                    float w = sel16;
-                    o = o + moac_p[i_] * w;
-                }
-                moac_o_part[g * dv_ + d_] = o;
-            }
-            moac_m_part[g] = mg;
-            moac_z_part[g] = zg;
-        }
-        /* kernel k2_combine: log-sum-exp merge of the chunk partials */
-        #pragma acc parallel loop gang vector_length(32) present(moac_m_part, moac_o_part, moac_z_part, out_)
-        for (int64_t db = 0; db < moac_ceildiv(dv_, 32); ++db) {  /* lifted output axis d: ⟨dv⟩ → ⟨⌈dv/32⌉ 32⟩ */
-            float M = -INFINITY;
-            #pragma acc loop vector reduction(max:M)
-            for (int64_t g = 0; g < moac_ceildiv(n_ + 1, chunk); ++g) {  /* global maximum M = max_g m_g */
-                M = fmaxf(M, moac_m_part[g]);
-            }
-            float Z = 0.0f;
-            #pragma acc loop vector reduction(+:Z)
-            for (int64_t g = 0; g < moac_ceildiv(n_ + 1, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g */
-                Z = Z + moac_expf(moac_m_part[g] - M) * moac_z_part[g];
-            }
-            #pragma acc loop vector
-            for (int64_t v = 0; v < 32; ++v) {  /* vector lanes: d = db·32 + v */
-                if (db * 32 + v < dv_) {
-                    float o = 0.0f;
-                    #pragma acc loop seq
-                    for (int64_t g = 0; g < moac_ceildiv(n_ + 1, chunk); ++g) {  /* Σ_g exp(m_g − M)·o_g */
-                        o = o + moac_o_part[g * dv_ + (32 * db + v)] * moac_expf(moac_m_part[g] - M);
-                    }
-                    out_[32 * db + v] = Z > 0.0f ? o / Z : 0.0f;
-                }
-            }
-        }
-        /* kernel k3_Kc: Kc: update, lanes over j */
-        #pragma acc parallel loop gang collapse(2) vector_length(32) present(Kc_, k_)
-        for (int64_t i_ = n_; i_ < n_ + 1; ++i_) {  /* DNF axis i < n + 1, from n (rows before are unchanged) */
-            for (int64_t j_g = 0; j_g < moac_ceildiv(dk_, 32); ++j_g) {  /* lifted DNF axis j: ⟨dk⟩ → ⟨⌈dk/32⌉ 32⟩ */
-                #pragma acc loop vector
-                for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                    int64_t j_ = j_g * 32 + j_v;
-                    if (j_ < dk_) {
-                        Kc_[i_ * dk_ + j_] = k_[j_];
-                    }
-                }
-            }
-        }
-        /* kernel k4_Vc: Vc: update, lanes over d */
-        #pragma acc parallel loop gang collapse(2) vector_length(32) present(Vc_, v_)
-        for (int64_t i_ = n_; i_ < n_ + 1; ++i_) {  /* DNF axis i < n + 1, from n (rows before are unchanged) */
-            for (int64_t d_g = 0; d_g < moac_ceildiv(dv_, 32); ++d_g) {  /* lifted DNF axis d: ⟨dv⟩ → ⟨⌈dv/32⌉ 32⟩ */
-                #pragma acc loop vector
-                for (int64_t d_v = 0; d_v < 32; ++d_v) {  /* vector lanes: d = d_g·32 + d_v */
-                    int64_t d_ = d_g * 32 + d_v;
-                    if (d_ < dv_) {
-                        Vc_[i_ * dv_ + d_] = v_[d_];
-                    }
-                }
-            }
-        }
-    }
-    free(moac_m_part);
-    free(moac_z_part);
-    free(moac_o_part);
-    free(moac_p);
-    return 0;
-}
-
-#ifdef _OPENACC
-/* Bytes of device workspace moac_decode_step_device needs for these sizes. */
+/* Bytes of scratch memory the computation needs for these sizes. */
 size_t moac_decode_step_workspace_bytes(int64_t N_, int64_t n_, int64_t dk_, int64_t dv_)
 {
     int64_t chunk = moac_chunk(n_ + 1, 1);
@@ -190,19 +57,23 @@ size_t moac_decode_step_workspace_bytes(int64_t N_, int64_t n_, int64_t dk_, int
     return ((sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(dv_ * moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256);
 }
 
-/* The same computation for arrays that already live on the device: every pointer
- * argument is a device pointer (acc_malloc, or a CUDA allocation in the same context).
- * Scratch lives in `workspace` (device memory of moac_decode_step_workspace_bytes() bytes);
- * with workspace == NULL it is allocated and freed here.  Nothing is copied. */
+/* The computation for arrays that live on the device: every pointer argument is a
+ * device pointer (acc_malloc, or a CUDA allocation in the same context).  Scratch lives
+ * in `workspace` (moac_decode_step_workspace_bytes() bytes of device memory); with
+ * workspace == NULL it is allocated and freed here.  Nothing is copied.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const float *restrict q_, const float *restrict k_, const float *restrict v_, float *restrict out_, int64_t N_, int64_t n_, int64_t dk_, int64_t dv_, void *workspace)
 {
     int64_t chunk = moac_chunk(n_ + 1, 1);
-    char *ws = workspace;
     size_t ws_bytes = moac_decode_step_workspace_bytes(N_, n_, dk_, dv_);
-    int own = 0;
-    if (!ws && ws_bytes) {
+    char *ws = workspace;
+    int own = !ws && ws_bytes;
+    if (own) {
+#ifdef _OPENACC
         ws = acc_malloc(ws_bytes);
-        own = 1;
+#else
+        ws = malloc(ws_bytes);
+#endif
         if (!ws)
             return 1;
     }
@@ -323,8 +194,33 @@ int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const floa
             }
         }
     }
-    if (own)
+    if (own) {
+#ifdef _OPENACC
         acc_free(ws);
+#else
+        free(ws);
+#endif
+    }
     return 0;
 }
-#endif
+
+/* The computation for host arrays: they move to the device once (one data region) and
+ * the device entry runs on them there; without a device, the host runs it in place.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *restrict q_, const float *restrict k_, const float *restrict v_, float *restrict out_, int64_t N_, int64_t n_, int64_t dk_, int64_t dv_)
+{
+    size_t ws_bytes = moac_decode_step_workspace_bytes(N_, n_, dk_, dv_) + 1;
+    char *ws = malloc(ws_bytes);
+    if (!ws)
+        return 1;
+    int rc;
+    #pragma acc data copyin(q_[0:dk_], k_[0:dk_], v_[0:dv_]) copy(Kc_[0:N_ * dk_], Vc_[0:N_ * dv_]) copyout(out_[0:dv_]) create(ws[0:ws_bytes])
+    {
+        #pragma acc host_data use_device(Kc_, Vc_, q_, k_, v_, out_, ws)
+        {
+            rc = moac_decode_step_device(Kc_, Vc_, q_, k_, v_, out_, N_, n_, dk_, dv_, ws);
+        }
+    }
+    free(ws);
+    return rc;
+}

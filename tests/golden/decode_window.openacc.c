@@ -49,127 +49,7 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 
-/* Returns 0 on success, 1 if scratch memory could not be allocated. */
-int moac_decode_window(const float *restrict q_, const float *restrict K_, const float *restrict V_, float *restrict out_, int64_t n_, int64_t w_, int64_t dk_, int64_t dv_)
-{
-    int64_t chunk = moac_chunk(w_, 1);
-    float *moac_m_part = malloc(sizeof(float) * (size_t)(moac_ceildiv(w_, chunk)) + 1);
-    float *moac_z_part = malloc(sizeof(float) * (size_t)(moac_ceildiv(w_, chunk)) + 1);
-    float *moac_o_part = malloc(sizeof(float) * (size_t)(dv_ * moac_ceildiv(w_, chunk)) + 1);
-    float *moac_p = malloc(sizeof(float) * (size_t)(chunk * moac_ceildiv(w_, chunk)) + 1);
-    if (!moac_m_part || !moac_z_part || !moac_o_part || !moac_p) {
-        free(moac_m_part);
-        free(moac_z_part);
-        free(moac_o_part);
-        free(moac_p);
-        return 1;
-    }
-    #pragma acc data copyin(q_[0:dk_], K_[0:dk_ * n_], V_[0:dv_ * n_]) copyout(out_[0:dv_]) create(moac_m_part[0:moac_ceildiv(w_, chunk)], moac_z_part[0:moac_ceildiv(w_, chunk)], moac_o_part[0:dv_ * moac_ceildiv(w_, chunk)], moac_p[0:chunk * moac_ceildiv(w_, chunk)])
-    {
-        /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
-        #pragma acc parallel loop gang vector_length(32) present(moac_m_part, moac_o_part, moac_p, moac_z_part, K_, V_, q_)
-        for (int64_t g = 0; g < moac_ceildiv(w_, chunk); ++g) {  /* lifted token axis: ⟨w⟩ → ⟨⌈w/chunk⌉ chunk⟩, l = g·chunk + c */
-            int64_t cn = moac_imin(chunk, w_ - g * chunk);
-            float mg = -INFINITY;
-            #pragma acc loop seq
-            for (int64_t cq = 0; cq < cn / 4; ++cq) {  /* pass 1: tokens g·chunk + 4·cq + u, u < 4: scores and chunk maximum */
-                int64_t t0 = g * chunk + cq * 4;
-                int64_t t1 = g * chunk + cq * 4 + 1;
-                int64_t t2 = g * chunk + cq * 4 + 2;
-                int64_t t3 = g * chunk + cq * 4 + 3;
-                float acc1 = 0.0f;
-                float acc2 = 0.0f;
-                float acc3 = 0.0f;
-                float acc4 = 0.0f;
-                #pragma acc loop vector reduction(+:acc1, acc2, acc3, acc4)
-                for (int64_t j_ = 0; j_ < dk_; ++j_) {  /* vector reduction over DNF axis j, 4 tokens jammed */
-                    acc1 = acc1 + q_[j_] * K_[(t0 + n_ - w_) * dk_ + j_];
-                    acc2 = acc2 + q_[j_] * K_[(t1 + n_ - w_) * dk_ + j_];
-                    acc3 = acc3 + q_[j_] * K_[(t2 + n_ - w_) * dk_ + j_];
-                    acc4 = acc4 + q_[j_] * K_[(t3 + n_ - w_) * dk_ + j_];
-                }
-                float sc0 = acc1 / sqrtf((float)dk_);
-                moac_p[t0] = sc0;
-                mg = fmaxf(mg, sc0);
-                float sc1 = acc2 / sqrtf((float)dk_);
-                moac_p[t1] = sc1;
-                mg = fmaxf(mg, sc1);
-                float sc2 = acc3 / sqrtf((float)dk_);
-                moac_p[t2] = sc2;
-                mg = fmaxf(mg, sc2);
-                float sc3 = acc4 / sqrtf((float)dk_);
-                moac_p[t3] = sc3;
-                mg = fmaxf(mg, sc3);
-            }
-            #pragma acc loop seq
-            for (int64_t c = cn / 4 * 4; c < cn; ++c) {  /* pass 1 remainder: the last cn mod 4 tokens */
-                int64_t l_ = g * chunk + c;
-                float acc5 = 0.0f;
-                #pragma acc loop vector reduction(+:acc5)
-                for (int64_t j_ = 0; j_ < dk_; ++j_) {  /* vector reduction over DNF axis j < dk */
-                    acc5 = acc5 + q_[j_] * K_[(l_ + n_ - w_) * dk_ + j_];
-                }
-                float sc = acc5 / sqrtf((float)dk_);
-                moac_p[l_] = sc;
-                mg = fmaxf(mg, sc);
-            }
-            float zg = 0.0f;
-            #pragma acc loop vector reduction(+:zg)
-            for (int64_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
-                int64_t l_ = g * chunk + c;
-                float e = moac_expf(moac_p[l_] - mg);
-                moac_p[l_] = e;
-                zg = zg + e;
-            }
-            #pragma acc loop vector
-            for (int64_t d_ = 0; d_ < dv_; ++d_) {  /* vector lanes over DNF axis d < dv */
-                float o = 0.0f;
-                #pragma acc loop seq
-                for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
-                    int64_t l_ = g * chunk + c;
-                    float w = V_[(l_ + n_ - w_) * dv_ + d_];
-                    o = o + moac_p[l_] * w;
-                }
-                moac_o_part[g * dv_ + d_] = o;
-            }
-            moac_m_part[g] = mg;
-            moac_z_part[g] = zg;
-        }
-        /* kernel k2_combine: log-sum-exp merge of the chunk partials */
-        #pragma acc parallel loop gang vector_length(32) present(moac_m_part, moac_o_part, moac_z_part, out_)
-        for (int64_t db = 0; db < moac_ceildiv(dv_, 32); ++db) {  /* lifted output axis d: ⟨dv⟩ → ⟨⌈dv/32⌉ 32⟩ */
-            float M = -INFINITY;
-            #pragma acc loop vector reduction(max:M)
-            for (int64_t g = 0; g < moac_ceildiv(w_, chunk); ++g) {  /* global maximum M = max_g m_g */
-                M = fmaxf(M, moac_m_part[g]);
-            }
-            float Z = 0.0f;
-            #pragma acc loop vector reduction(+:Z)
-            for (int64_t g = 0; g < moac_ceildiv(w_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g */
-                Z = Z + moac_expf(moac_m_part[g] - M) * moac_z_part[g];
-            }
-            #pragma acc loop vector
-            for (int64_t v = 0; v < 32; ++v) {  /* vector lanes: d = db·32 + v */
-                if (db * 32 + v < dv_) {
-                    float o = 0.0f;
-                    #pragma acc loop seq
-                    for (int64_t g = 0; g < moac_ceildiv(w_, chunk); ++g) {  /* Σ_g exp(m_g − M)·o_g */
-                        o = o + moac_o_part[g * dv_ + (32 * db + v)] * moac_expf(moac_m_part[g] - M);
-                    }
-                    out_[32 * db + v] = Z > 0.0f ? o / Z : 0.0f;
-                }
-            }
-        }
-    }
-    free(moac_m_part);
-    free(moac_z_part);
-    free(moac_o_part);
-    free(moac_p);
-    return 0;
-}
-
-#ifdef _OPENACC
-/* Bytes of device workspace moac_decode_window_device needs for these sizes. */
+/* Bytes of scratch memory the computation needs for these sizes. */
 size_t moac_decode_window_workspace_bytes(int64_t n_, int64_t w_, int64_t dk_, int64_t dv_)
 {
     int64_t chunk = moac_chunk(w_, 1);
@@ -177,19 +57,23 @@ size_t moac_decode_window_workspace_bytes(int64_t n_, int64_t w_, int64_t dk_, i
     return ((sizeof(float) * (size_t)(moac_ceildiv(w_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(moac_ceildiv(w_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(dv_ * moac_ceildiv(w_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * moac_ceildiv(w_, chunk)) + 255) / 256 * 256);
 }
 
-/* The same computation for arrays that already live on the device: every pointer
- * argument is a device pointer (acc_malloc, or a CUDA allocation in the same context).
- * Scratch lives in `workspace` (device memory of moac_decode_window_workspace_bytes() bytes);
- * with workspace == NULL it is allocated and freed here.  Nothing is copied. */
+/* The computation for arrays that live on the device: every pointer argument is a
+ * device pointer (acc_malloc, or a CUDA allocation in the same context).  Scratch lives
+ * in `workspace` (moac_decode_window_workspace_bytes() bytes of device memory); with
+ * workspace == NULL it is allocated and freed here.  Nothing is copied.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_decode_window_device(const float *restrict q_, const float *restrict K_, const float *restrict V_, float *restrict out_, int64_t n_, int64_t w_, int64_t dk_, int64_t dv_, void *workspace)
 {
     int64_t chunk = moac_chunk(w_, 1);
-    char *ws = workspace;
     size_t ws_bytes = moac_decode_window_workspace_bytes(n_, w_, dk_, dv_);
-    int own = 0;
-    if (!ws && ws_bytes) {
+    char *ws = workspace;
+    int own = !ws && ws_bytes;
+    if (own) {
+#ifdef _OPENACC
         ws = acc_malloc(ws_bytes);
-        own = 1;
+#else
+        ws = malloc(ws_bytes);
+#endif
         if (!ws)
             return 1;
     }
@@ -297,8 +181,33 @@ int moac_decode_window_device(const float *restrict q_, const float *restrict K_
             }
         }
     }
-    if (own)
+    if (own) {
+#ifdef _OPENACC
         acc_free(ws);
+#else
+        free(ws);
+#endif
+    }
     return 0;
 }
-#endif
+
+/* The computation for host arrays: they move to the device once (one data region) and
+ * the device entry runs on them there; without a device, the host runs it in place.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_decode_window(const float *restrict q_, const float *restrict K_, const float *restrict V_, float *restrict out_, int64_t n_, int64_t w_, int64_t dk_, int64_t dv_)
+{
+    size_t ws_bytes = moac_decode_window_workspace_bytes(n_, w_, dk_, dv_) + 1;
+    char *ws = malloc(ws_bytes);
+    if (!ws)
+        return 1;
+    int rc;
+    #pragma acc data copyin(q_[0:dk_], K_[0:dk_ * n_], V_[0:dv_ * n_]) copyout(out_[0:dv_]) create(ws[0:ws_bytes])
+    {
+        #pragma acc host_data use_device(q_, K_, V_, out_, ws)
+        {
+            rc = moac_decode_window_device(q_, K_, V_, out_, n_, w_, dk_, dv_, ws);
+        }
+    }
+    free(ws);
+    return rc;
+}

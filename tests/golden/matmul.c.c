@@ -36,9 +36,21 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 
+/* Bytes of scratch memory the computation needs for these sizes. */
+size_t moac_matmul_workspace_bytes(int64_t n_, int64_t m_, int64_t p_)
+{
+    return 0;
+}
+
 /* Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_matmul(const float *restrict A_, const float *restrict B_, const float *restrict x_, float *restrict C_, float *restrict y_, int64_t n_, int64_t m_, int64_t p_)
 {
+    size_t ws_bytes = moac_matmul_workspace_bytes(n_, m_, p_);
+    char *ws = malloc(ws_bytes + 1);
+    if (!ws)
+        return 1;
+    size_t ws_off = 0;
+    (void)ws_off;
     /* kernel k1_C: C: lanes over j */
     for (int64_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
         for (int64_t j_g = 0; j_g < moac_ceildiv(p_, 32); ++j_g) {  /* lifted DNF axis j: ⟨p⟩ → ⟨⌈p/32⌉ 32⟩ */
@@ -62,5 +74,6 @@ int moac_matmul(const float *restrict A_, const float *restrict B_, const float 
         }
         y_[i_] = acc1;
     }
+    free(ws);
     return 0;
 }

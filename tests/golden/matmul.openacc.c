@@ -49,62 +49,28 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 
-/* Returns 0 on success, 1 if scratch memory could not be allocated. */
-int moac_matmul(const float *restrict A_, const float *restrict B_, const float *restrict x_, float *restrict C_, float *restrict y_, int64_t n_, int64_t m_, int64_t p_)
-{
-    #pragma acc data copyin(A_[0:m_ * n_], B_[0:m_ * p_], x_[0:m_]) copyout(C_[0:n_ * p_], y_[0:n_])
-    {
-        /* kernel k1_C: C: lanes over j */
-        #pragma acc parallel loop gang collapse(2) vector_length(32) present(A_, B_, C_)
-        for (int64_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
-            for (int64_t j_g = 0; j_g < moac_ceildiv(p_, 32); ++j_g) {  /* lifted DNF axis j: ⟨p⟩ → ⟨⌈p/32⌉ 32⟩ */
-                #pragma acc loop vector
-                for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                    int64_t j_ = j_g * 32 + j_v;
-                    if (j_ < p_) {
-                        float acc1 = 0.0f;
-                        #pragma acc loop seq
-                        for (int64_t k_ = 0; k_ < m_; ++k_) {  /* reduction over DNF axis k < m */
-                            acc1 = acc1 + A_[i_ * m_ + k_] * B_[k_ * p_ + j_];
-                        }
-                        C_[i_ * p_ + j_] = acc1;
-                    }
-                }
-            }
-        }
-        /* kernel k2_y: y: lanes over k */
-        #pragma acc parallel loop gang vector_length(32) present(A_, x_, y_)
-        for (int64_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
-            float acc1 = 0.0f;
-            #pragma acc loop vector reduction(+:acc1)
-            for (int64_t k_ = 0; k_ < m_; ++k_) {  /* vector reduction over DNF axis k < m */
-                acc1 = acc1 + A_[i_ * m_ + k_] * x_[k_];
-            }
-            y_[i_] = acc1;
-        }
-    }
-    return 0;
-}
-
-#ifdef _OPENACC
-/* Bytes of device workspace moac_matmul_device needs for these sizes. */
+/* Bytes of scratch memory the computation needs for these sizes. */
 size_t moac_matmul_workspace_bytes(int64_t n_, int64_t m_, int64_t p_)
 {
     return 0;
 }
 
-/* The same computation for arrays that already live on the device: every pointer
- * argument is a device pointer (acc_malloc, or a CUDA allocation in the same context).
- * Scratch lives in `workspace` (device memory of moac_matmul_workspace_bytes() bytes);
- * with workspace == NULL it is allocated and freed here.  Nothing is copied. */
+/* The computation for arrays that live on the device: every pointer argument is a
+ * device pointer (acc_malloc, or a CUDA allocation in the same context).  Scratch lives
+ * in `workspace` (moac_matmul_workspace_bytes() bytes of device memory); with
+ * workspace == NULL it is allocated and freed here.  Nothing is copied.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_matmul_device(const float *restrict A_, const float *restrict B_, const float *restrict x_, float *restrict C_, float *restrict y_, int64_t n_, int64_t m_, int64_t p_, void *workspace)
 {
-    char *ws = workspace;
     size_t ws_bytes = moac_matmul_workspace_bytes(n_, m_, p_);
-    int own = 0;
-    if (!ws && ws_bytes) {
+    char *ws = workspace;
+    int own = !ws && ws_bytes;
+    if (own) {
+#ifdef _OPENACC
         ws = acc_malloc(ws_bytes);
-        own = 1;
+#else
+        ws = malloc(ws_bytes);
+#endif
         if (!ws)
             return 1;
     }
@@ -138,8 +104,33 @@ int moac_matmul_device(const float *restrict A_, const float *restrict B_, const
         }
         y_[i_] = acc1;
     }
-    if (own)
+    if (own) {
+#ifdef _OPENACC
         acc_free(ws);
+#else
+        free(ws);
+#endif
+    }
     return 0;
 }
-#endif
+
+/* The computation for host arrays: they move to the device once (one data region) and
+ * the device entry runs on them there; without a device, the host runs it in place.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_matmul(const float *restrict A_, const float *restrict B_, const float *restrict x_, float *restrict C_, float *restrict y_, int64_t n_, int64_t m_, int64_t p_)
+{
+    size_t ws_bytes = moac_matmul_workspace_bytes(n_, m_, p_) + 1;
+    char *ws = malloc(ws_bytes);
+    if (!ws)
+        return 1;
+    int rc;
+    #pragma acc data copyin(A_[0:m_ * n_], B_[0:m_ * p_], x_[0:m_]) copyout(C_[0:n_ * p_], y_[0:n_]) create(ws[0:ws_bytes])
+    {
+        #pragma acc host_data use_device(A_, B_, x_, C_, y_, ws)
+        {
+            rc = moac_matmul_device(A_, B_, x_, C_, y_, n_, m_, p_, ws);
+        }
+    }
+    free(ws);
+    return rc;
+}

@@ -36,9 +36,21 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 
+/* Bytes of scratch memory the computation needs for these sizes. */
+size_t moac_matmul_workspace_bytes(int64_t n_, int64_t m_, int64_t p_)
+{
+    return 0;
+}
+
 /* Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_matmul(const float *restrict A_, const float *restrict B_, const float *restrict x_, float *restrict C_, float *restrict y_, int64_t n_, int64_t m_, int64_t p_)
 {
+    size_t ws_bytes = moac_matmul_workspace_bytes(n_, m_, p_);
+    char *ws = malloc(ws_bytes + 1);
+    if (!ws)
+        return 1;
+    size_t ws_off = 0;
+    (void)ws_off;
     /* kernel k1_C: C: lanes over j */
     #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
@@ -64,5 +76,6 @@ int moac_matmul(const float *restrict A_, const float *restrict B_, const float 
         }
         y_[i_] = acc1;
     }
+    free(ws);
     return 0;
 }

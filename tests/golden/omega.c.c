@@ -36,16 +36,25 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 
+/* Bytes of scratch memory the computation needs for these sizes. */
+size_t moac_omega_workspace_bytes(int64_t n_, int64_t w_, int64_t dk_)
+{
+    return ((sizeof(float) * (size_t)(n_) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(n_) + 255) / 256 * 256);
+}
+
 /* Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_omega(const float *restrict S_, const float *restrict q_, const float *restrict K_, const float *restrict B_, float *restrict P_, float *restrict s_, float *restrict d_, float *restrict c_, int64_t n_, int64_t w_, int64_t dk_)
 {
-    float *m_ = malloc(sizeof(float) * (size_t)(n_) + 1);
-    float *z_ = malloc(sizeof(float) * (size_t)(n_) + 1);
-    if (!m_ || !z_) {
-        free(m_);
-        free(z_);
+    size_t ws_bytes = moac_omega_workspace_bytes(n_, w_, dk_);
+    char *ws = malloc(ws_bytes + 1);
+    if (!ws)
         return 1;
-    }
+    size_t ws_off = 0;
+    float *m_ = (float *)(ws + ws_off);
+    ws_off += (sizeof(float) * (size_t)(n_) + 255) / 256 * 256;
+    float *z_ = (float *)(ws + ws_off);
+    ws_off += (sizeof(float) * (size_t)(n_) + 255) / 256 * 256;
+    (void)ws_off;
     /* kernel k1_m: m: lanes over i */
     for (int64_t l_ = 0; l_ < n_; ++l_) {  /* DNF axis l < n */
         float acc1 = -INFINITY;
@@ -97,7 +106,6 @@ int moac_omega(const float *restrict S_, const float *restrict q_, const float *
         }
         c_[l_] = acc1;
     }
-    free(m_);
-    free(z_);
+    free(ws);
     return 0;
 }

@@ -49,106 +49,28 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 
-/* Returns 0 on success, 1 if scratch memory could not be allocated. */
-int moac_omega(const float *restrict S_, const float *restrict q_, const float *restrict K_, const float *restrict B_, float *restrict P_, float *restrict s_, float *restrict d_, float *restrict c_, int64_t n_, int64_t w_, int64_t dk_)
-{
-    float *m_ = malloc(sizeof(float) * (size_t)(n_) + 1);
-    float *z_ = malloc(sizeof(float) * (size_t)(n_) + 1);
-    if (!m_ || !z_) {
-        free(m_);
-        free(z_);
-        return 1;
-    }
-    #pragma acc data copyin(S_[0:n_ * w_], q_[0:dk_], K_[0:dk_ * n_], B_[0:n_ * w_]) copyout(P_[0:n_ * w_], s_[0:n_], d_[0:n_], c_[0:n_]) create(m_[0:n_], z_[0:n_])
-    {
-        /* kernel k1_m: m: lanes over i */
-        #pragma acc parallel loop gang vector_length(32) present(S_, m_)
-        for (int64_t l_ = 0; l_ < n_; ++l_) {  /* DNF axis l < n */
-            float acc1 = -INFINITY;
-            #pragma acc loop vector reduction(max:acc1)
-            for (int64_t i_ = 0; i_ < w_; ++i_) {  /* vector reduction over DNF axis i < w */
-                acc1 = fmaxf(acc1, S_[l_ * w_ + i_]);
-            }
-            m_[l_] = acc1;
-        }
-        /* kernel k2_z: z: lanes over i */
-        #pragma acc parallel loop gang vector_length(32) present(S_, m_, z_)
-        for (int64_t l_ = 0; l_ < n_; ++l_) {  /* DNF axis l < n */
-            float acc1 = 0.0f;
-            #pragma acc loop vector reduction(+:acc1)
-            for (int64_t i_ = 0; i_ < w_; ++i_) {  /* vector reduction over DNF axis i < w */
-                acc1 = acc1 + moac_expf(S_[l_ * w_ + i_] - m_[l_]);
-            }
-            z_[l_] = acc1;
-        }
-        /* kernel k3_P: P: lanes over i */
-        #pragma acc parallel loop gang collapse(2) vector_length(32) present(P_, S_, m_, z_)
-        for (int64_t l_ = 0; l_ < n_; ++l_) {  /* DNF axis l < n */
-            for (int64_t i_g = 0; i_g < moac_ceildiv(w_, 32); ++i_g) {  /* lifted DNF axis i: ⟨w⟩ → ⟨⌈w/32⌉ 32⟩ */
-                #pragma acc loop vector
-                for (int64_t i_v = 0; i_v < 32; ++i_v) {  /* vector lanes: i = i_g·32 + i_v */
-                    int64_t i_ = i_g * 32 + i_v;
-                    if (i_ < w_) {
-                        P_[l_ * w_ + i_] = moac_expf(S_[l_ * w_ + i_] - m_[l_]) / z_[l_];
-                    }
-                }
-            }
-        }
-        /* kernel k4_s: s: lanes over j */
-        #pragma acc parallel loop gang vector_length(32) present(K_, q_, s_)
-        for (int64_t l_ = 0; l_ < n_; ++l_) {  /* DNF axis l < n */
-            float acc1 = 0.0f;
-            #pragma acc loop vector reduction(+:acc1)
-            for (int64_t j_ = 0; j_ < dk_; ++j_) {  /* vector reduction over DNF axis j < dk */
-                acc1 = acc1 + q_[j_] * K_[l_ * dk_ + j_];
-            }
-            s_[l_] = acc1;
-        }
-        /* kernel k5_d: d: lanes over i */
-        #pragma acc parallel loop gang vector_length(32) present(B_, S_, d_)
-        for (int64_t l_ = 0; l_ < n_; ++l_) {  /* DNF axis l < n */
-            float acc1 = 0.0f;
-            #pragma acc loop vector reduction(+:acc1)
-            for (int64_t i_ = 0; i_ < w_; ++i_) {  /* vector reduction over DNF axis i < w */
-                acc1 = acc1 + S_[l_ * w_ + i_] * B_[l_ * w_ + i_];
-            }
-            d_[l_] = acc1;
-        }
-        /* kernel k6_c: c: lanes over i */
-        #pragma acc parallel loop gang vector_length(32) present(S_, c_)
-        for (int64_t l_ = 0; l_ < n_; ++l_) {  /* DNF axis l < n */
-            float acc1 = 0.0f;
-            #pragma acc loop vector reduction(+:acc1)
-            for (int64_t i_ = 0; i_ < w_; ++i_) {  /* vector reduction over DNF axis i < w */
-                acc1 = acc1 + S_[l_ * w_ + i_];
-            }
-            c_[l_] = acc1;
-        }
-    }
-    free(m_);
-    free(z_);
-    return 0;
-}
-
-#ifdef _OPENACC
-/* Bytes of device workspace moac_omega_device needs for these sizes. */
+/* Bytes of scratch memory the computation needs for these sizes. */
 size_t moac_omega_workspace_bytes(int64_t n_, int64_t w_, int64_t dk_)
 {
     return ((sizeof(float) * (size_t)(n_) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(n_) + 255) / 256 * 256);
 }
 
-/* The same computation for arrays that already live on the device: every pointer
- * argument is a device pointer (acc_malloc, or a CUDA allocation in the same context).
- * Scratch lives in `workspace` (device memory of moac_omega_workspace_bytes() bytes);
- * with workspace == NULL it is allocated and freed here.  Nothing is copied. */
+/* The computation for arrays that live on the device: every pointer argument is a
+ * device pointer (acc_malloc, or a CUDA allocation in the same context).  Scratch lives
+ * in `workspace` (moac_omega_workspace_bytes() bytes of device memory); with
+ * workspace == NULL it is allocated and freed here.  Nothing is copied.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_omega_device(const float *restrict S_, const float *restrict q_, const float *restrict K_, const float *restrict B_, float *restrict P_, float *restrict s_, float *restrict d_, float *restrict c_, int64_t n_, int64_t w_, int64_t dk_, void *workspace)
 {
-    char *ws = workspace;
     size_t ws_bytes = moac_omega_workspace_bytes(n_, w_, dk_);
-    int own = 0;
-    if (!ws && ws_bytes) {
+    char *ws = workspace;
+    int own = !ws && ws_bytes;
+    if (own) {
+#ifdef _OPENACC
         ws = acc_malloc(ws_bytes);
-        own = 1;
+#else
+        ws = malloc(ws_bytes);
+#endif
         if (!ws)
             return 1;
     }
@@ -221,8 +143,33 @@ int moac_omega_device(const float *restrict S_, const float *restrict q_, const 
         }
         c_[l_] = acc1;
     }
-    if (own)
+    if (own) {
+#ifdef _OPENACC
         acc_free(ws);
+#else
+        free(ws);
+#endif
+    }
     return 0;
 }
-#endif
+
+/* The computation for host arrays: they move to the device once (one data region) and
+ * the device entry runs on them there; without a device, the host runs it in place.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_omega(const float *restrict S_, const float *restrict q_, const float *restrict K_, const float *restrict B_, float *restrict P_, float *restrict s_, float *restrict d_, float *restrict c_, int64_t n_, int64_t w_, int64_t dk_)
+{
+    size_t ws_bytes = moac_omega_workspace_bytes(n_, w_, dk_) + 1;
+    char *ws = malloc(ws_bytes);
+    if (!ws)
+        return 1;
+    int rc;
+    #pragma acc data copyin(S_[0:n_ * w_], q_[0:dk_], K_[0:dk_ * n_], B_[0:n_ * w_]) copyout(P_[0:n_ * w_], s_[0:n_], d_[0:n_], c_[0:n_]) create(ws[0:ws_bytes])
+    {
+        #pragma acc host_data use_device(S_, q_, K_, B_, P_, s_, d_, c_, ws)
+        {
+            rc = moac_omega_device(S_, q_, K_, B_, P_, s_, d_, c_, n_, w_, dk_, ws);
+        }
+    }
+    free(ws);
+    return rc;
+}

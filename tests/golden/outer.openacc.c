@@ -49,75 +49,28 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 
-/* Returns 0 on success, 1 if scratch memory could not be allocated. */
-int moac_outer(const float *restrict x_, const float *restrict y_, const float *restrict M_, float *restrict P_, float *restrict D_, float *restrict T_, int64_t n_, int64_t m_)
-{
-    #pragma acc data copyin(x_[0:n_], y_[0:m_], M_[0:m_ * n_]) copyout(P_[0:m_ * n_], D_[0:m_ * n_], T_[0:m_ * m_ * n_])
-    {
-        /* kernel k1_P: P: lanes over j */
-        #pragma acc parallel loop gang collapse(2) vector_length(32) present(P_, x_, y_)
-        for (int64_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
-            for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
-                #pragma acc loop vector
-                for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                    int64_t j_ = j_g * 32 + j_v;
-                    if (j_ < m_) {
-                        P_[i_ * m_ + j_] = x_[i_] * y_[j_];
-                    }
-                }
-            }
-        }
-        /* kernel k2_D: D: lanes over j */
-        #pragma acc parallel loop gang collapse(2) vector_length(32) present(D_, x_, y_)
-        for (int64_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
-            for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
-                #pragma acc loop vector
-                for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                    int64_t j_ = j_g * 32 + j_v;
-                    if (j_ < m_) {
-                        D_[i_ * m_ + j_] = x_[i_] - y_[j_];
-                    }
-                }
-            }
-        }
-        /* kernel k3_T: T: lanes over k */
-        #pragma acc parallel loop gang collapse(3) vector_length(32) present(M_, T_, y_)
-        for (int64_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
-            for (int64_t j_ = 0; j_ < m_; ++j_) {  /* DNF axis j < m */
-                for (int64_t k_g = 0; k_g < moac_ceildiv(m_, 32); ++k_g) {  /* lifted DNF axis k: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
-                    #pragma acc loop vector
-                    for (int64_t k_v = 0; k_v < 32; ++k_v) {  /* vector lanes: k = k_g·32 + k_v */
-                        int64_t k_ = k_g * 32 + k_v;
-                        if (k_ < m_) {
-                            T_[i_ * m_ * m_ + j_ * m_ + k_] = fmaxf(M_[i_ * m_ + j_], y_[k_]);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    return 0;
-}
-
-#ifdef _OPENACC
-/* Bytes of device workspace moac_outer_device needs for these sizes. */
+/* Bytes of scratch memory the computation needs for these sizes. */
 size_t moac_outer_workspace_bytes(int64_t n_, int64_t m_)
 {
     return 0;
 }
 
-/* The same computation for arrays that already live on the device: every pointer
- * argument is a device pointer (acc_malloc, or a CUDA allocation in the same context).
- * Scratch lives in `workspace` (device memory of moac_outer_workspace_bytes() bytes);
- * with workspace == NULL it is allocated and freed here.  Nothing is copied. */
+/* The computation for arrays that live on the device: every pointer argument is a
+ * device pointer (acc_malloc, or a CUDA allocation in the same context).  Scratch lives
+ * in `workspace` (moac_outer_workspace_bytes() bytes of device memory); with
+ * workspace == NULL it is allocated and freed here.  Nothing is copied.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_outer_device(const float *restrict x_, const float *restrict y_, const float *restrict M_, float *restrict P_, float *restrict D_, float *restrict T_, int64_t n_, int64_t m_, void *workspace)
 {
-    char *ws = workspace;
     size_t ws_bytes = moac_outer_workspace_bytes(n_, m_);
-    int own = 0;
-    if (!ws && ws_bytes) {
+    char *ws = workspace;
+    int own = !ws && ws_bytes;
+    if (own) {
+#ifdef _OPENACC
         ws = acc_malloc(ws_bytes);
-        own = 1;
+#else
+        ws = malloc(ws_bytes);
+#endif
         if (!ws)
             return 1;
     }
@@ -164,8 +117,33 @@ int moac_outer_device(const float *restrict x_, const float *restrict y_, const 
             }
         }
     }
-    if (own)
+    if (own) {
+#ifdef _OPENACC
         acc_free(ws);
+#else
+        free(ws);
+#endif
+    }
     return 0;
 }
-#endif
+
+/* The computation for host arrays: they move to the device once (one data region) and
+ * the device entry runs on them there; without a device, the host runs it in place.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_outer(const float *restrict x_, const float *restrict y_, const float *restrict M_, float *restrict P_, float *restrict D_, float *restrict T_, int64_t n_, int64_t m_)
+{
+    size_t ws_bytes = moac_outer_workspace_bytes(n_, m_) + 1;
+    char *ws = malloc(ws_bytes);
+    if (!ws)
+        return 1;
+    int rc;
+    #pragma acc data copyin(x_[0:n_], y_[0:m_], M_[0:m_ * n_]) copyout(P_[0:m_ * n_], D_[0:m_ * n_], T_[0:m_ * m_ * n_]) create(ws[0:ws_bytes])
+    {
+        #pragma acc host_data use_device(x_, y_, M_, P_, D_, T_, ws)
+        {
+            rc = moac_outer_device(x_, y_, M_, P_, D_, T_, n_, m_, ws);
+        }
+    }
+    free(ws);
+    return rc;
+}

@@ -36,9 +36,21 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 
+/* Bytes of scratch memory the computation needs for these sizes. */
+size_t moac_outer_workspace_bytes(int64_t n_, int64_t m_)
+{
+    return 0;
+}
+
 /* Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_outer(const float *restrict x_, const float *restrict y_, const float *restrict M_, float *restrict P_, float *restrict D_, float *restrict T_, int64_t n_, int64_t m_)
 {
+    size_t ws_bytes = moac_outer_workspace_bytes(n_, m_);
+    char *ws = malloc(ws_bytes + 1);
+    if (!ws)
+        return 1;
+    size_t ws_off = 0;
+    (void)ws_off;
     /* kernel k1_P: P: lanes over j */
     #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
@@ -77,5 +89,6 @@ int moac_outer(const float *restrict x_, const float *restrict y_, const float *
             }
         }
     }
+    free(ws);
     return 0;
 }

@@ -36,14 +36,23 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 
+/* Bytes of scratch memory the computation needs for these sizes. */
+size_t moac_reshape_workspace_bytes(int64_t n_, int64_t m_)
+{
+    return ((sizeof(float) * (size_t)(256) + 255) / 256 * 256);
+}
+
 /* Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_reshape(const float *restrict A_, const float *restrict x_, float *restrict flat_, float *restrict swap_, float *restrict grid_, float *restrict cnt_, int64_t n_, int64_t m_)
 {
-    float *moac_cnt_part = malloc(sizeof(float) * (size_t)(256) + 1);
-    if (!moac_cnt_part) {
-        free(moac_cnt_part);
+    size_t ws_bytes = moac_reshape_workspace_bytes(n_, m_);
+    char *ws = malloc(ws_bytes + 1);
+    if (!ws)
         return 1;
-    }
+    size_t ws_off = 0;
+    float *moac_cnt_part = (float *)(ws + ws_off);
+    ws_off += (sizeof(float) * (size_t)(256) + 255) / 256 * 256;
+    (void)ws_off;
     /* kernel k1_flat: flat: lanes over i */
     for (int64_t i_g = 0; i_g < moac_ceildiv(m_ * n_, 32); ++i_g) {  /* lifted DNF axis i: ⟨m·n⟩ → ⟨⌈m·n/32⌉ 32⟩ */
         for (int64_t i_v = 0; i_v < 32; ++i_v) {  /* vector lanes: i = i_g·32 + i_v */
@@ -103,6 +112,6 @@ int moac_reshape(const float *restrict A_, const float *restrict x_, float *rest
         }
         cnt_[0] = acc0;
     }
-    free(moac_cnt_part);
+    free(ws);
     return 0;
 }

@@ -49,108 +49,28 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 
-/* Returns 0 on success, 1 if scratch memory could not be allocated. */
-int moac_reshape(const float *restrict A_, const float *restrict x_, float *restrict flat_, float *restrict swap_, float *restrict grid_, float *restrict cnt_, int64_t n_, int64_t m_)
-{
-    float *moac_cnt_part = malloc(sizeof(float) * (size_t)(256) + 1);
-    if (!moac_cnt_part) {
-        free(moac_cnt_part);
-        return 1;
-    }
-    #pragma acc data copyin(A_[0:m_ * n_], x_[0:6]) copyout(flat_[0:m_ * n_], swap_[0:m_ * n_], grid_[0:6], cnt_[0:1]) create(moac_cnt_part[0:256])
-    {
-        /* kernel k1_flat: flat: lanes over i */
-        #pragma acc parallel loop gang vector_length(32) present(A_, flat_)
-        for (int64_t i_g = 0; i_g < moac_ceildiv(m_ * n_, 32); ++i_g) {  /* lifted DNF axis i: ⟨m·n⟩ → ⟨⌈m·n/32⌉ 32⟩ */
-            #pragma acc loop vector
-            for (int64_t i_v = 0; i_v < 32; ++i_v) {  /* vector lanes: i = i_g·32 + i_v */
-                int64_t i_ = i_g * 32 + i_v;
-                if (i_ < m_ * n_) {
-                    flat_[i_] = A_[moac_floordiv(i_, m_) * m_ + moac_mod(i_, m_)];
-                }
-            }
-        }
-        /* kernel k2_swap: swap: lanes over j */
-        #pragma acc parallel loop gang collapse(2) vector_length(32) present(A_, swap_)
-        for (int64_t i_ = 0; i_ < m_; ++i_) {  /* DNF axis i < m */
-            for (int64_t j_g = 0; j_g < moac_ceildiv(n_, 32); ++j_g) {  /* lifted DNF axis j: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
-                #pragma acc loop vector
-                for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                    int64_t j_ = j_g * 32 + j_v;
-                    if (j_ < n_) {
-                        swap_[i_ * n_ + j_] = A_[moac_floordiv(j_ + i_ * n_, m_) * m_ + moac_mod(j_ + i_ * n_, m_)];
-                    }
-                }
-            }
-        }
-        /* kernel k3_grid: grid: lanes over j */
-        #pragma acc parallel loop gang collapse(2) vector_length(32) present(grid_, x_)
-        for (int64_t i_ = 0; i_ < 2; ++i_) {  /* DNF axis i < 2 */
-            for (int64_t j_g = 0; j_g < 1; ++j_g) {  /* lifted DNF axis j: ⟨3⟩ → ⟨⌈3/32⌉ 32⟩ */
-                #pragma acc loop vector
-                for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                    int64_t j_ = j_g * 32 + j_v;
-                    if (j_ < 3) {
-                        grid_[i_ * 3 + j_] = x_[3 * i_ + j_];
-                    }
-                }
-            }
-        }
-        /* kernel k4_cnt_partials: cnt: per-gang partial Σ over i */
-        {
-            int64_t chunk = 1;
-            #pragma acc parallel loop gang vector_length(32) present(moac_cnt_part)
-            for (int64_t g = 0; g < 256; ++g) {  /* gang g < 256: one partial Σ per gang */
-                float acc0 = 0.0f;
-                #pragma acc loop vector reduction(+:acc0)
-                for (int64_t i_c = 0; i_c < chunk; ++i_c) {  /* vector lanes: i = g·⌈2/256⌉ + i_c, guard i < 2 */
-                    int64_t i_ = g * chunk + i_c;
-                    if (i_ < 2) {
-                        float sel1;
-                        if (i_ == 0) {
-                            sel1 = (float)n_;
-                        } else {
-                            sel1 = (float)m_;
-                        }
-                        acc0 = acc0 + sel1;
-                    }
-                }
-                moac_cnt_part[g] = acc0;
-            }
-        }
-        /* kernel k5_cnt_combine: cnt: combine the per-gang partials */
-        #pragma acc parallel num_gangs(1) vector_length(32) present(moac_cnt_part, cnt_)
-        {
-            float acc0 = 0.0f;
-            for (int64_t g = 0; g < 256; ++g) {  /* combine the 256 partials */
-                acc0 = acc0 + moac_cnt_part[g];
-            }
-            cnt_[0] = acc0;
-        }
-    }
-    free(moac_cnt_part);
-    return 0;
-}
-
-#ifdef _OPENACC
-/* Bytes of device workspace moac_reshape_device needs for these sizes. */
+/* Bytes of scratch memory the computation needs for these sizes. */
 size_t moac_reshape_workspace_bytes(int64_t n_, int64_t m_)
 {
     return ((sizeof(float) * (size_t)(256) + 255) / 256 * 256);
 }
 
-/* The same computation for arrays that already live on the device: every pointer
- * argument is a device pointer (acc_malloc, or a CUDA allocation in the same context).
- * Scratch lives in `workspace` (device memory of moac_reshape_workspace_bytes() bytes);
- * with workspace == NULL it is allocated and freed here.  Nothing is copied. */
+/* The computation for arrays that live on the device: every pointer argument is a
+ * device pointer (acc_malloc, or a CUDA allocation in the same context).  Scratch lives
+ * in `workspace` (moac_reshape_workspace_bytes() bytes of device memory); with
+ * workspace == NULL it is allocated and freed here.  Nothing is copied.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_reshape_device(const float *restrict A_, const float *restrict x_, float *restrict flat_, float *restrict swap_, float *restrict grid_, float *restrict cnt_, int64_t n_, int64_t m_, void *workspace)
 {
-    char *ws = workspace;
     size_t ws_bytes = moac_reshape_workspace_bytes(n_, m_);
-    int own = 0;
-    if (!ws && ws_bytes) {
+    char *ws = workspace;
+    int own = !ws && ws_bytes;
+    if (own) {
+#ifdef _OPENACC
         ws = acc_malloc(ws_bytes);
-        own = 1;
+#else
+        ws = malloc(ws_bytes);
+#endif
         if (!ws)
             return 1;
     }
@@ -226,8 +146,33 @@ int moac_reshape_device(const float *restrict A_, const float *restrict x_, floa
         }
         cnt_[0] = acc0;
     }
-    if (own)
+    if (own) {
+#ifdef _OPENACC
         acc_free(ws);
+#else
+        free(ws);
+#endif
+    }
     return 0;
 }
-#endif
+
+/* The computation for host arrays: they move to the device once (one data region) and
+ * the device entry runs on them there; without a device, the host runs it in place.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_reshape(const float *restrict A_, const float *restrict x_, float *restrict flat_, float *restrict swap_, float *restrict grid_, float *restrict cnt_, int64_t n_, int64_t m_)
+{
+    size_t ws_bytes = moac_reshape_workspace_bytes(n_, m_) + 1;
+    char *ws = malloc(ws_bytes);
+    if (!ws)
+        return 1;
+    int rc;
+    #pragma acc data copyin(A_[0:m_ * n_], x_[0:6]) copyout(flat_[0:m_ * n_], swap_[0:m_ * n_], grid_[0:6], cnt_[0:1]) create(ws[0:ws_bytes])
+    {
+        #pragma acc host_data use_device(A_, x_, flat_, swap_, grid_, cnt_, ws)
+        {
+            rc = moac_reshape_device(A_, x_, flat_, swap_, grid_, cnt_, n_, m_, ws);
+        }
+    }
+    free(ws);
+    return rc;
+}

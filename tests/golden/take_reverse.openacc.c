@@ -49,71 +49,28 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 
-/* Returns 0 on success, 1 if scratch memory could not be allocated. */
-int moac_take_reverse(const float *restrict A_, float *restrict R_, float *restrict r_, float *restrict h_, int64_t n_, int64_t m_)
-{
-    #pragma acc data copyin(A_[0:m_ * n_]) copyout(R_[0:3 * m_], r_[0:m_], h_[0:2 * m_])
-    {
-        /* kernel k1_R: R: lanes over j */
-        #pragma acc parallel loop gang collapse(2) vector_length(32) present(A_, R_)
-        for (int64_t i_ = 0; i_ < 3; ++i_) {  /* DNF axis i < 3 */
-            for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
-                #pragma acc loop vector
-                for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                    int64_t j_ = j_g * 32 + j_v;
-                    if (j_ < m_) {
-                        R_[i_ * m_ + j_] = A_[(-i_ + n_ - 1) * m_ + j_];
-                    }
-                }
-            }
-        }
-        /* kernel k2_r: r: lanes over j */
-        #pragma acc parallel loop gang vector_length(32) present(A_, r_)
-        for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
-            #pragma acc loop vector
-            for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                int64_t j_ = j_g * 32 + j_v;
-                if (j_ < m_) {
-                    r_[j_] = 2.0f * A_[(n_ - 3) * m_ + j_];
-                }
-            }
-        }
-        /* kernel k3_h: h: lanes over j */
-        #pragma acc parallel loop gang collapse(2) vector_length(32) present(A_, h_)
-        for (int64_t i_ = 0; i_ < 2; ++i_) {  /* DNF axis i < 2 */
-            for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
-                #pragma acc loop vector
-                for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                    int64_t j_ = j_g * 32 + j_v;
-                    if (j_ < m_) {
-                        h_[i_ * m_ + j_] = A_[(-i_ + n_ - 1) * m_ + j_];
-                    }
-                }
-            }
-        }
-    }
-    return 0;
-}
-
-#ifdef _OPENACC
-/* Bytes of device workspace moac_take_reverse_device needs for these sizes. */
+/* Bytes of scratch memory the computation needs for these sizes. */
 size_t moac_take_reverse_workspace_bytes(int64_t n_, int64_t m_)
 {
     return 0;
 }
 
-/* The same computation for arrays that already live on the device: every pointer
- * argument is a device pointer (acc_malloc, or a CUDA allocation in the same context).
- * Scratch lives in `workspace` (device memory of moac_take_reverse_workspace_bytes() bytes);
- * with workspace == NULL it is allocated and freed here.  Nothing is copied. */
+/* The computation for arrays that live on the device: every pointer argument is a
+ * device pointer (acc_malloc, or a CUDA allocation in the same context).  Scratch lives
+ * in `workspace` (moac_take_reverse_workspace_bytes() bytes of device memory); with
+ * workspace == NULL it is allocated and freed here.  Nothing is copied.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_take_reverse_device(const float *restrict A_, float *restrict R_, float *restrict r_, float *restrict h_, int64_t n_, int64_t m_, void *workspace)
 {
-    char *ws = workspace;
     size_t ws_bytes = moac_take_reverse_workspace_bytes(n_, m_);
-    int own = 0;
-    if (!ws && ws_bytes) {
+    char *ws = workspace;
+    int own = !ws && ws_bytes;
+    if (own) {
+#ifdef _OPENACC
         ws = acc_malloc(ws_bytes);
-        own = 1;
+#else
+        ws = malloc(ws_bytes);
+#endif
         if (!ws)
             return 1;
     }
@@ -156,8 +113,33 @@ int moac_take_reverse_device(const float *restrict A_, float *restrict R_, float
             }
         }
     }
-    if (own)
+    if (own) {
+#ifdef _OPENACC
         acc_free(ws);
+#else
+        free(ws);
+#endif
+    }
     return 0;
 }
-#endif
+
+/* The computation for host arrays: they move to the device once (one data region) and
+ * the device entry runs on them there; without a device, the host runs it in place.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_take_reverse(const float *restrict A_, float *restrict R_, float *restrict r_, float *restrict h_, int64_t n_, int64_t m_)
+{
+    size_t ws_bytes = moac_take_reverse_workspace_bytes(n_, m_) + 1;
+    char *ws = malloc(ws_bytes);
+    if (!ws)
+        return 1;
+    int rc;
+    #pragma acc data copyin(A_[0:m_ * n_]) copyout(R_[0:3 * m_], r_[0:m_], h_[0:2 * m_]) create(ws[0:ws_bytes])
+    {
+        #pragma acc host_data use_device(A_, R_, r_, h_, ws)
+        {
+            rc = moac_take_reverse_device(A_, R_, r_, h_, n_, m_, ws);
+        }
+    }
+    free(ws);
+    return rc;
+}

@@ -36,9 +36,21 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 
+/* Bytes of scratch memory the computation needs for these sizes. */
+size_t moac_take_reverse_workspace_bytes(int64_t n_, int64_t m_)
+{
+    return 0;
+}
+
 /* Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_take_reverse(const float *restrict A_, float *restrict R_, float *restrict r_, float *restrict h_, int64_t n_, int64_t m_)
 {
+    size_t ws_bytes = moac_take_reverse_workspace_bytes(n_, m_);
+    char *ws = malloc(ws_bytes + 1);
+    if (!ws)
+        return 1;
+    size_t ws_off = 0;
+    (void)ws_off;
     /* kernel k1_R: R: lanes over j */
     #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t i_ = 0; i_ < 3; ++i_) {  /* DNF axis i < 3 */
@@ -73,5 +85,6 @@ int moac_take_reverse(const float *restrict A_, float *restrict R_, float *restr
             }
         }
     }
+    free(ws);
     return 0;
 }

@@ -49,89 +49,28 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 
-/* Returns 0 on success, 1 if scratch memory could not be allocated. */
-int moac_transpose(const float *restrict A_, const float *restrict M_, float *restrict T_, float *restrict T2_, float *restrict Mt_, float *restrict G_, int64_t n_, int64_t m_, int64_t p_)
-{
-    #pragma acc data copyin(A_[0:m_ * n_ * p_], M_[0:m_ * n_]) copyout(T_[0:m_ * n_ * p_], T2_[0:m_ * n_ * p_], Mt_[0:m_ * n_], G_[0:n_ * n_])
-    {
-        /* kernel k1_T: T: lanes over k */
-        #pragma acc parallel loop gang collapse(3) vector_length(32) present(A_, T_)
-        for (int64_t i_ = 0; i_ < p_; ++i_) {  /* DNF axis i < p */
-            for (int64_t j_ = 0; j_ < n_; ++j_) {  /* DNF axis j < n */
-                for (int64_t k_g = 0; k_g < moac_ceildiv(m_, 32); ++k_g) {  /* lifted DNF axis k: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
-                    #pragma acc loop vector
-                    for (int64_t k_v = 0; k_v < 32; ++k_v) {  /* vector lanes: k = k_g·32 + k_v */
-                        int64_t k_ = k_g * 32 + k_v;
-                        if (k_ < m_) {
-                            T_[i_ * n_ * m_ + j_ * m_ + k_] = A_[j_ * m_ * p_ + k_ * p_ + i_];
-                        }
-                    }
-                }
-            }
-        }
-        /* kernel k2_T2: T2: lanes over k */
-        #pragma acc parallel loop gang collapse(3) vector_length(32) present(A_, T2_)
-        for (int64_t i_ = 0; i_ < m_; ++i_) {  /* DNF axis i < m */
-            for (int64_t j_ = 0; j_ < p_; ++j_) {  /* DNF axis j < p */
-                for (int64_t k_g = 0; k_g < moac_ceildiv(n_, 32); ++k_g) {  /* lifted DNF axis k: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
-                    #pragma acc loop vector
-                    for (int64_t k_v = 0; k_v < 32; ++k_v) {  /* vector lanes: k = k_g·32 + k_v */
-                        int64_t k_ = k_g * 32 + k_v;
-                        if (k_ < n_) {
-                            T2_[i_ * p_ * n_ + j_ * n_ + k_] = A_[k_ * m_ * p_ + i_ * p_ + j_];
-                        }
-                    }
-                }
-            }
-        }
-        /* kernel k3_Mt: Mt: lanes over j */
-        #pragma acc parallel loop gang collapse(2) vector_length(32) present(M_, Mt_)
-        for (int64_t i_ = 0; i_ < m_; ++i_) {  /* DNF axis i < m */
-            for (int64_t j_g = 0; j_g < moac_ceildiv(n_, 32); ++j_g) {  /* lifted DNF axis j: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
-                #pragma acc loop vector
-                for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                    int64_t j_ = j_g * 32 + j_v;
-                    if (j_ < n_) {
-                        Mt_[i_ * n_ + j_] = M_[j_ * m_ + i_];
-                    }
-                }
-            }
-        }
-        /* kernel k4_G: G: lanes over k */
-        #pragma acc parallel loop gang collapse(2) vector_length(32) present(G_, M_)
-        for (int64_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
-            for (int64_t j_ = 0; j_ < n_; ++j_) {  /* DNF axis j < n */
-                float acc1 = 0.0f;
-                #pragma acc loop vector reduction(+:acc1)
-                for (int64_t k_ = 0; k_ < m_; ++k_) {  /* vector reduction over DNF axis k < m */
-                    acc1 = acc1 + M_[i_ * m_ + k_] * M_[j_ * m_ + k_];
-                }
-                G_[i_ * n_ + j_] = acc1;
-            }
-        }
-    }
-    return 0;
-}
-
-#ifdef _OPENACC
-/* Bytes of device workspace moac_transpose_device needs for these sizes. */
+/* Bytes of scratch memory the computation needs for these sizes. */
 size_t moac_transpose_workspace_bytes(int64_t n_, int64_t m_, int64_t p_)
 {
     return 0;
 }
 
-/* The same computation for arrays that already live on the device: every pointer
- * argument is a device pointer (acc_malloc, or a CUDA allocation in the same context).
- * Scratch lives in `workspace` (device memory of moac_transpose_workspace_bytes() bytes);
- * with workspace == NULL it is allocated and freed here.  Nothing is copied. */
+/* The computation for arrays that live on the device: every pointer argument is a
+ * device pointer (acc_malloc, or a CUDA allocation in the same context).  Scratch lives
+ * in `workspace` (moac_transpose_workspace_bytes() bytes of device memory); with
+ * workspace == NULL it is allocated and freed here.  Nothing is copied.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_transpose_device(const float *restrict A_, const float *restrict M_, float *restrict T_, float *restrict T2_, float *restrict Mt_, float *restrict G_, int64_t n_, int64_t m_, int64_t p_, void *workspace)
 {
-    char *ws = workspace;
     size_t ws_bytes = moac_transpose_workspace_bytes(n_, m_, p_);
-    int own = 0;
-    if (!ws && ws_bytes) {
+    char *ws = workspace;
+    int own = !ws && ws_bytes;
+    if (own) {
+#ifdef _OPENACC
         ws = acc_malloc(ws_bytes);
-        own = 1;
+#else
+        ws = malloc(ws_bytes);
+#endif
         if (!ws)
             return 1;
     }
@@ -192,8 +131,33 @@ int moac_transpose_device(const float *restrict A_, const float *restrict M_, fl
             G_[i_ * n_ + j_] = acc1;
         }
     }
-    if (own)
+    if (own) {
+#ifdef _OPENACC
         acc_free(ws);
+#else
+        free(ws);
+#endif
+    }
     return 0;
 }
-#endif
+
+/* The computation for host arrays: they move to the device once (one data region) and
+ * the device entry runs on them there; without a device, the host runs it in place.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_transpose(const float *restrict A_, const float *restrict M_, float *restrict T_, float *restrict T2_, float *restrict Mt_, float *restrict G_, int64_t n_, int64_t m_, int64_t p_)
+{
+    size_t ws_bytes = moac_transpose_workspace_bytes(n_, m_, p_) + 1;
+    char *ws = malloc(ws_bytes);
+    if (!ws)
+        return 1;
+    int rc;
+    #pragma acc data copyin(A_[0:m_ * n_ * p_], M_[0:m_ * n_]) copyout(T_[0:m_ * n_ * p_], T2_[0:m_ * n_ * p_], Mt_[0:m_ * n_], G_[0:n_ * n_]) create(ws[0:ws_bytes])
+    {
+        #pragma acc host_data use_device(A_, M_, T_, T2_, Mt_, G_, ws)
+        {
+            rc = moac_transpose_device(A_, M_, T_, T2_, Mt_, G_, n_, m_, p_, ws);
+        }
+    }
+    free(ws);
+    return rc;
+}

@@ -36,9 +36,21 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 
+/* Bytes of scratch memory the computation needs for these sizes. */
+size_t moac_transpose_workspace_bytes(int64_t n_, int64_t m_, int64_t p_)
+{
+    return 0;
+}
+
 /* Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_transpose(const float *restrict A_, const float *restrict M_, float *restrict T_, float *restrict T2_, float *restrict Mt_, float *restrict G_, int64_t n_, int64_t m_, int64_t p_)
 {
+    size_t ws_bytes = moac_transpose_workspace_bytes(n_, m_, p_);
+    char *ws = malloc(ws_bytes + 1);
+    if (!ws)
+        return 1;
+    size_t ws_off = 0;
+    (void)ws_off;
     /* kernel k1_T: T: lanes over k */
     #pragma omp parallel for collapse(3) schedule(static)
     for (int64_t i_ = 0; i_ < p_; ++i_) {  /* DNF axis i < p */
@@ -90,5 +102,6 @@ int moac_transpose(const float *restrict A_, const float *restrict M_, float *re
             G_[i_ * n_ + j_] = acc1;
         }
     }
+    free(ws);
     return 0;
 }
