@@ -69,11 +69,22 @@ def compile_flags(target: str, offload: str = "none", werror: bool = False) -> l
     return flags
 
 
-def _atomic_write(path: Path, data: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(data)
-    os.replace(tmp, path)
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write a file so that a reader never sees it half-written."""
+    path = Path(path)
+    if not (path.parent if str(path.parent) else Path(".")).is_dir():
+        raise FileNotFoundError(2, "no such directory", str(path.parent))
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def build_library(c_source: str, flags: list[str], cc: str = "gcc") -> Path:
@@ -88,7 +99,7 @@ def build_library(c_source: str, flags: list[str], cc: str = "gcc") -> Path:
         return lib
     c_file = root / f"moac_{key}.c"
     if not c_file.exists():
-        _atomic_write(c_file, c_source)
+        write_atomic(c_file, c_source)
     fd, tmp = tempfile.mkstemp(prefix=f".moac_{key}.", suffix=".so", dir=root)
     os.close(fd)
     argv = [cc] + list(flags) + ["-o", tmp, str(c_file), "-lm"]

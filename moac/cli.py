@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
-from pathlib import Path
 
 from .errors import MoacError
 
@@ -37,22 +35,6 @@ def _load(path: str, parser: argparse.ArgumentParser):
         parser.exit(2, f"moac: error: cannot read {path}: {e.strerror}\n")
 
 
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write a file so that a reader never sees it half-written."""
-    path = Path(path)
-    if not (path.parent if str(path.parent) else Path(".")).is_dir():
-        raise FileNotFoundError(2, "no such directory", str(path.parent))
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _check_sizes(prog, sizes: dict, parser):

@@ -98,7 +98,7 @@ def _decl(prog, name: str) -> str:
 
 
 def compile_command(prog, args, sizes: dict) -> int:
-    from .cli import write_atomic
+    from .build import write_atomic
     onf = prog.onf(target=args.target, sizes=sizes, unroll=args.unroll, mapping=args.mapping,
                    share_kv=args.share_kv)
     from .codegen import to_c
@@ -121,12 +121,10 @@ def compile_command(prog, args, sizes: dict) -> int:
 def bundle(onf, src: str, out: Path) -> None:
     """A self-contained GPU bundle beside OUT.c: the offload library, the libgomp runtime
     it needs, and a manifest the runner reads (bench/gpu_run.py)."""
-    from .build import OFFLOAD_FLAGS, build_library
+    from .build import build_library, compile_flags, write_atomic
     from .codegen import signature
-    from .cli import write_atomic
-    if onf.target != "openacc":
-        raise MoacError("--offload nvptx needs --target openacc")
-    lib = build_library(src, list(OFFLOAD_FLAGS))
+    flags = compile_flags(onf.target, offload="nvptx")
+    lib = build_library(src, flags)
     so = out.with_suffix(".so")
     shutil.copyfile(lib, so)
     libdir = out.parent / "lib"
@@ -148,7 +146,7 @@ def bundle(onf, src: str, out: Path) -> None:
                                   "i64" if p.kind == "size" else {"float": "f32", "double": "f64"}[onf.ctype])}
                    for p in sig.params],
         "derived": {n: str(e) for n, e in onf.dnf.program.derived},
-        "flags": list(OFFLOAD_FLAGS),
+        "flags": flags,
         "traffic_bytes": str(onf.traffic),
         "minimum_bytes": str(onf.minimum),
         "flops": str(onf.flops),

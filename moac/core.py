@@ -204,12 +204,8 @@ def same_shape(a: Shape, b: Shape) -> bool:
 
 
 def show_expr(e) -> str:
-    """A size expression as a user reads it: n^2, m·n (not sympy's n**2, m*n)."""
-    return str(sp.sympify(e)).replace("**", "^").replace("*", "·")
-
-
-def show_expr(e) -> str:
-    """An integer expression as the dumps and messages print it: n·dk, n^2."""
+    """An integer expression as the dumps and messages print it: n·dk, n^2 (not sympy's
+    n*dk, n**2)."""
     e = sp.sympify(e)
     e = e.xreplace({d: sp.Symbol(d.name) for d in e.atoms(sp.Dummy)})   # moac's own loop variables
     return str(e).replace("**", "^").replace("*", "·")

@@ -27,10 +27,7 @@ def _no_ceiling(e):
 
 
 def analyse(prog, sizes: dict, target: str = "openacc", token: str | None = "n", storage: dict | None = None) -> Cost:
-    names = prog.core.size_names()
-    tok = next((s for s in prog.core.sizes if s.name == token), None) if token else None
-    if token and token not in names:
-        tok = None
+    tok = next((s for s in prog.core.sizes if s.name == token), None)
     fixed = {k: v for k, v in sizes.items() if not (tok is not None and k == tok.name)}
     onf = prog.onf(target=target, sizes=fixed, storage=storage or {})
     values = {}
@@ -42,7 +39,8 @@ def analyse(prog, sizes: dict, target: str = "openacc", token: str | None = "n",
             values[sym] = sp.Integer(fn(*(int(sp.sympify(a).xreplace(values)) for a in args)))
     kv = fpt = None
     if tok is not None:
-        big = {sym: 128 for sym, _, _ in onf.run_time}    # the run-time chunk for long sequences
+        # the run-time choices (the chunk size) as the sequence grows without bound
+        big = {sym: fn(*(10**12 for _ in args)) for sym, fn, args in onf.run_time}
         kv = sp.expand(sp.diff(_no_ceiling(onf.minimum), tok))
         fpt = sp.expand(sp.diff(_no_ceiling(onf.flops).xreplace(big), tok))
     return Cost(onf, tok, values, onf.traffic, onf.minimum, onf.flops, kv, fpt)

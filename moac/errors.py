@@ -55,11 +55,6 @@ class MoacError(Exception):
         self.source = source
         self.notes = tuple(notes)
 
-    def with_source(self, source: Source) -> "MoacError":
-        if self.source is None:
-            self.source = source
-        return self
-
     def __str__(self) -> str:
         return self.render()
 

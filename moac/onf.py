@@ -21,7 +21,7 @@ import sympy as sp
 
 from . import cir
 from .core import show_shape
-from .dnf import DNF, DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt, fmt_index
+from .dnf import DNF, DOp, DRead, DReduce, DSelect, DStmt, fmt_index
 from .dtypes import BYTES as DTYPE_BYTES
 from .dtypes import CTYPE  # noqa: F401  (re-exported for moac.plans)
 from .errors import RewriteError
@@ -385,18 +385,6 @@ def narrow_update(st: DStmt, body) -> tuple:
     return body, starts
 
 
-def count_flops(e) -> sp.Expr:
-    """Floating-point operations to evaluate a DNF expression once."""
-    match e:
-        case DRead() | DConst() | DIndex():
-            return sp.Integer(0)
-        case DOp(args=args):
-            return 1 + sum((count_flops(a) for a in args), sp.Integer(0))
-        case DReduce(extent=ext, body=b):
-            return ext * (count_flops(b) + 1)
-        case DSelect(then=t, other=o):
-            return sp.Max(count_flops(t), count_flops(o))
-    raise TypeError(e)
 
 
 # --------------------------------------------------------------------------- driver
