@@ -24,7 +24,7 @@ import sympy as sp
 from . import dtypes
 from .codegen import Signature, signature, to_c
 from .errors import ArgumentError, BuildError
-from .sizes import bind
+from .front.sizes import bind
 from .onf import ONF
 from .targets import get_target
 

@@ -21,7 +21,7 @@ EPS = {"float": float(np.finfo(np.float32).eps), "double": float(np.finfo(np.flo
 def random_inputs(prog, sizes: dict, seed: int = 0) -> tuple[dict, dict]:
     """Seeded standard-normal inputs for every declared input, in its declared storage
     dtype, and every size bound (given ones, the others DEFAULT_SIZE)."""
-    from .sizes import resolve
+    from .front.sizes import resolve
     env = resolve(prog.core, sizes)
     for s in prog.core.sizes:
         env.setdefault(s, sp.Integer(DEFAULT_SIZE))

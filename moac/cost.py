@@ -31,7 +31,7 @@ def analyse(prog, sizes: dict, target: str = "openacc", token: str | None = "n",
     fixed = {k: v for k, v in sizes.items() if not (tok is not None and k == tok.name)}
     onf = prog.onf(target=target, sizes=fixed, storage=storage or {})
     values = {}
-    from .sizes import resolve
+    from .front.sizes import resolve
     env = resolve(prog.core, sizes)
     if all(s in env for s in prog.core.sizes):
         values = dict(env)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from . import cir
-from .core import show_shape
+from .front.core import show_shape
 from .dnf import DNF, DOp, DRead, DReduce, DSelect, DStmt, fmt_index
 from .dtypes import BYTES as DTYPE_BYTES
 from .dtypes import CTYPE  # noqa: F401  (re-exported for moac.plans)

@@ -217,7 +217,7 @@ class Builder:
         self.target = get_target(target)
         self.mapping = mapping
         prog = dnf.program
-        from .sizes import resolve
+        from .front.sizes import resolve
         self.subs = resolve(prog, sizes)                  # symbol -> Integer, derived sizes solved
         self.fixed = {s.name: int(v) for s, v in self.subs.items()}
         dtypes = {i.dtype for i in prog.inputs}

@@ -10,7 +10,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from . import core, dnf, interp, syntax
+from . import dnf
+from .front import core, interp, syntax
 from .errors import ParseError, Source, Span
 
 

@@ -13,7 +13,7 @@ import pytest
 import sympy as sp
 
 import moac
-from moac.core import size_symbol
+from moac.front.core import size_symbol
 from moac.dnf import evaluate_dnf
 
 ROOT = Path(__file__).resolve().parent.parent

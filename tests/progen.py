@@ -25,7 +25,7 @@ import re
 import hypothesis.strategies as st
 import sympy as sp
 
-from moac.core import size_symbol
+from moac.front.core import size_symbol
 
 SIZE_NAMES = ("n", "m", "p")
 SYMS = tuple(size_symbol(s) for s in SIZE_NAMES)

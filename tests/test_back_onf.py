@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sympy as sp
 
-from moac.core import size_symbol
+from moac.front.core import size_symbol
 from moac.onf import gamma, lane_diff
 
 from test_back_common import example, moac_cli

@@ -65,7 +65,7 @@ def test_doc_shown_output_is_exact(kind, body, want, line):
 
 def test_every_ascii_spelling_in_the_table_parses():
     """The spelling table's ASCII column: each word is a keyword the lexer knows."""
-    from moac.syntax import KEYWORDS
+    from moac.front.syntax import KEYWORDS
     table = DOC.read_text(encoding="utf-8").split("## Spellings", 1)[1].split("```", 1)[0]
     words = set(re.findall(r"`([a-z]+)", table)) - {"exp", "log", "abs", "red", "same"}
     assert words <= set(KEYWORDS) | {"outer", "omega"}, words - set(KEYWORDS)

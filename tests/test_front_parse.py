@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import moac
-from moac import syntax as S
+from moac.front import syntax as S
 from conftest import check_dnf, strip
 
 HEAD_U = """size n, m, p

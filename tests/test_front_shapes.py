@@ -140,6 +140,6 @@ def test_user_function_shape_depends_on_the_argument():
 
 
 def test_sizes_are_nonnegative_integers():
-    from moac.core import size_symbol
+    from moac.front.core import size_symbol
     s = size_symbol("q")
     assert s.is_integer and s.is_nonnegative

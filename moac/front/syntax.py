@@ -13,7 +13,7 @@ from pathlib import Path
 
 import lark
 
-from .errors import ParseError, Source, Span
+from ..errors import ParseError, Source, Span
 
 # --------------------------------------------------------------------------- AST
 
@@ -282,7 +282,7 @@ def grammar_text() -> str:
     try:
         return resources.files("moac.grammar").joinpath("moa.lark").read_text(encoding="utf-8")
     except (ModuleNotFoundError, FileNotFoundError, OSError):
-        return (Path(__file__).resolve().parent.parent / "grammar" / "moa.lark").read_text(encoding="utf-8")
+        return (Path(__file__).resolve().parents[2] / "grammar" / "moa.lark").read_text(encoding="utf-8")
 
 
 @cache

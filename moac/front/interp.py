@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import core as C
-from .errors import ArgumentError
+from ..errors import ArgumentError
 
 _BIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
         "max": np.maximum, "min": np.minimum, "pow": np.power}
@@ -34,7 +34,7 @@ def check_constraints(program: C.CoreProgram, env: dict) -> None:
 
 def evaluate(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) -> dict:
     env = bind_sizes(program, arrays, sizes)
-    from .dtypes import as_float64
+    from ..dtypes import as_float64
     inputs = {i.name: as_float64(i.dtype, arrays[i.name]) for i in program.inputs}
     ev = _Eval(env, inputs)
     out = {name: ev.eval(node, {}) for name, node in program.outputs}

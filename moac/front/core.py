@@ -17,7 +17,7 @@ from pathlib import Path
 import sympy as sp
 
 from . import syntax as S
-from .errors import MoacError, NameError_, ParseError, ShapeError, Source, Span
+from ..errors import MoacError, NameError_, ParseError, ShapeError, Source, Span
 
 Shape = tuple  # tuple[sp.Expr, ...]
 
@@ -236,7 +236,7 @@ def _prelude_text() -> str:
     try:
         return resources.files("moac").joinpath("prelude.moa").read_text(encoding="utf-8")
     except (FileNotFoundError, OSError):  # pragma: no cover
-        return (Path(__file__).resolve().parent / "prelude.moa").read_text(encoding="utf-8")
+        return (Path(__file__).resolve().parent.parent / "prelude.moa").read_text(encoding="utf-8")
 
 
 def prelude_fnames() -> frozenset:

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 import sympy as sp
 
-from . import core as C
-from .errors import RewriteError
+from ..front import core as C
+from ..errors import RewriteError
 
 # --------------------------------------------------------------------------- DNF IR
 
@@ -638,7 +638,7 @@ def evaluate_dnf(d: DNF, arrays: dict, sizes: dict | None = None) -> dict:
 
     import numpy as np
 
-    from .interp import bind_sizes
+    from ..front.interp import bind_sizes
 
     env = bind_sizes(d.program, arrays, sizes)
     store = {k: np.asarray(v, dtype=np.float64) for k, v in arrays.items()}

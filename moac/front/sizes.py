@@ -11,7 +11,7 @@ import sympy as sp
 
 from .core import show_expr as _show
 from .core import show_shape as _show_shape
-from .errors import ArgumentError
+from ..errors import ArgumentError
 
 
 def _solve(expr, value: int, env: dict):
