@@ -249,11 +249,15 @@ def freeze(e) -> object:
         return out
     if isinstance(e, sp.floor):
         num, den = sp.fraction(sp.together(e.args[0]))
+        if num.is_nonnegative and den.is_nonnegative and den != 0:   # C truncation is the floor here
+            return cir.Bin("/", freeze(num), freeze(den))
         return cir.Call("moac_floordiv", (freeze(num), freeze(den)))
     if isinstance(e, sp.ceiling):
         num, den = sp.fraction(sp.together(e.args[0]))
         return cir.Call("moac_ceildiv", (freeze(num), freeze(den)))
     if isinstance(e, sp.Mod):
+        if e.args[0].is_nonnegative and e.args[1].is_nonnegative and e.args[1] != 0:
+            return cir.Bin("%", freeze(e.args[0]), freeze(e.args[1]))
         return cir.Call("moac_mod", (freeze(e.args[0]), freeze(e.args[1])))
     if isinstance(e, (sp.Max, sp.Min)):
         fn = "moac_imax" if isinstance(e, sp.Max) else "moac_imin"

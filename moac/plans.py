@@ -495,8 +495,8 @@ def _generic_array(b: Builder, st: DStmt, body, shape, starts: dict | None = Non
         guarded = not sp.Eq(sp.Mod(n_last, VECTOR_LENGTH), 0) is sp.true
         b.lifts.append(Lift(last.name, n_last, VECTOR_LENGTH, lift_outer, lift_inner, guarded, "gang × vector"))
         body_code = [cir.Decl("int64_t", mangle(last.name),
-                              cir.add(cir.mul(cir.Var(lift_outer), cir.Int(VECTOR_LENGTH)), cir.Var(lift_inner)))]
-        body_code += [cir.If(cir.Bin("<", cir.Var(mangle(last.name)), freeze(n_last)), tuple(inner))] if guarded else inner
+                              freeze(internal(lift_outer) * VECTOR_LENGTH + internal(lift_inner)))]
+        body_code += [cir.If(freeze_cond(sp.StrictLessThan(last, n_last)), tuple(inner))] if guarded else inner
         lane_loop = cir.For(lift_inner, cir.Int(VECTOR_LENGTH), tuple(body_code), b.target.vector_pragma(),
                             f"vector lanes: {last.name} = {lift_outer}·{VECTOR_LENGTH} + {lift_inner}")
         k.loop(lift_inner, VECTOR_LENGTH, "vector", f"lanes of DNF axis {last.name}")
@@ -552,8 +552,8 @@ def _generic_scalar_reduction(b: Builder, st: DStmt, red: DReduce):
     k.flops += ext
     k.lanes = None
     acc = "acc0"
-    lane_body = [cir.Decl("int64_t", mangle(v.name), cir.add(cir.mul(cir.Var(g), cir.Var(cname)), cir.Var(c))),
-                 cir.If(cir.Bin("<", cir.Var(mangle(v.name)), freeze(ext)),
+    lane_body = [cir.Decl("int64_t", mangle(v.name), freeze(internal(g) * internal(cname) + internal(c))),
+                 cir.If(freeze_cond(sp.StrictLessThan(v, ext)),
                         tuple(pre) + (cir.Assign(acc, b.combine(op, cir.Var(acc), x)),))]
     lane = cir.For(c, cir.Var(cname), tuple(lane_body), b.target.vector_pragma((op, acc)),
                    f"vector lanes: {v.name} = g·⌈{fmt_index(ext)}/{G}⌉ + {c}, guard {v.name} < {fmt_index(ext)}")
@@ -571,7 +571,7 @@ def _generic_scalar_reduction(b: Builder, st: DStmt, red: DReduce):
     load = k2.read(part, (gs,))
     k2.flops += G
     comb = [cir.Decl(b.ctype, "acc0", b.fnum(_IDENT[op])),
-            cir.For("g", cir.Int(G), (cir.Assign("acc0", b.combine(op, cir.Var("acc0"), load)),), None,
+            cir.For("g", cir.Int(G), (cir.Assign("acc0", b.combine(op, cir.Var("acc0"), load)),), b.target.seq,
                     f"combine the {G} partials"),
             k2.write(st.name, (), cir.Var("acc0"))]
     k2.loop("g", G, "seq", "combine partials")
@@ -760,8 +760,8 @@ def _scores_pass(b: Builder, k: _Kern, E, ev, l, pidx: tuple, C, U: int, members
     def plain(copies):
         return [st for pre, after in copies for st in pre + after]
 
-    base = cir.mul(cir.Var("g"), freeze(C))
-    single_first = cir.add(base, cir.Var("c"))
+    gs, cs, cqs, cns = internal("g"), internal("c"), internal("cq"), internal("cn")
+    single_first = freeze(gs * C + cs)
     mark = (len(k.accesses), k.flops)
     main = None
     if U > 1:
@@ -770,7 +770,7 @@ def _scores_pass(b: Builder, k: _Kern, E, ev, l, pidx: tuple, C, U: int, members
         copies, decls = [], []
         for u in range(U):
             tok = internal(f"t{u}")
-            decls.append(tok_decl(tok, cir.add(cir.add(base, cir.mul(cir.Var("cq"), cir.Int(U))), cir.Int(u))))
+            decls.append(tok_decl(tok, freeze(gs * C + cqs * U + u)))
             k.subst = {tok: l}
             copies += [one(tok, mi, f"sc{u}" if M == 1 else f"sc{u}_{mi}") for mi in range(M)]
         k.subst = {}
@@ -781,7 +781,7 @@ def _scores_pass(b: Builder, k: _Kern, E, ev, l, pidx: tuple, C, U: int, members
             del k.accesses[mark[0]:]       # the unrolled copies are not emitted
             k.flops = mark[1]
         else:
-            main = cir.For("cq", cir.Bin("/", cir.Var("cn"), cir.Int(U)), tuple(decls + body), b.target.seq,
+            main = cir.For("cq", freeze(sp.floor(cns / U)), tuple(decls + body), b.target.seq,
                            f"pass 1: tokens g·chunk + {U}·cq + u, u < {U}: scores and chunk maximum")
     saved_trip = k.trip
     k.trip = sp.Integer(0) if main is not None else k.trip / M   # the remainder's work is counted above
@@ -793,7 +793,7 @@ def _scores_pass(b: Builder, k: _Kern, E, ev, l, pidx: tuple, C, U: int, members
                        f"pass 1: token {l.name} = g·chunk + c, score and chunk maximum"),
     rest = cir.For("c", cir.Var("cn"), tuple([tok_decl(l, single_first)] + body), b.target.seq,
                    f"pass 1 remainder: the last cn mod {U} tokens",
-                   start=cir.Bin("*", cir.Bin("/", cir.Var("cn"), cir.Int(U)), cir.Int(U)))
+                   start=freeze(U * sp.floor(cns / U)))
     return main, rest
 
 
@@ -929,8 +929,8 @@ def split_k(b: Builder, at: _Attn):
     _bind(k, gsym, G)
     _bind(k, l, N)
     pidx = tuple(frame) + (l,)   # p is indexed (frame, g·C + c) = (frame, l)
-    lval = cir.add(cir.mul(cir.Var("g"), freeze(C)), cir.Var("c"))
-    span = cir.Call("moac_imin", (freeze(C), cir.Bin("-", freeze(N), cir.mul(cir.Var("g"), freeze(C)))))
+    lval = freeze(gsym * C + internal("c"))
+    span = freeze(sp.Min(C, N - gsym * C))
     # pass 1: scores (lanes over E's reduction axis), chunk max; U tokens per pass
     k.trip = fsize * N
     pass1 = _scores_pass(b, k, E, ev, l, pidx, C, b.unroll, members)
@@ -1029,8 +1029,8 @@ def split_k(b: Builder, at: _Attn):
         k2.loop(v.name, n, "gang", f"frame axis {v.name}")
     if rest:
         guarded = not (sp.Eq(sp.Mod(n_last, VECTOR_LENGTH), 0) is sp.true)
-        dval = cir.add(cir.mul(cir.Var("db"), cir.Int(VECTOR_LENGTH)), cir.Var("v"))
-        lane_body = (cir.If(cir.Bin("<", dval, freeze(n_last)), body4),) if guarded else body4
+        lane_body = (cir.If(freeze_cond(sp.StrictLessThan(dbsym * VECTOR_LENGTH + vsym, n_last)), body4),) \
+            if guarded else body4
         body4 = (cir.For("v", cir.Int(VECTOR_LENGTH), lane_body, b.target.vector_pragma(),
                          f"vector lanes: {last.name} = db·{VECTOR_LENGTH} + v"),)
         for v, n in reversed(list(zip(rest[:-1], rest_ext[:-1]))):

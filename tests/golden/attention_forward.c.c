@@ -65,13 +65,13 @@ int moac_attention_forward(const float *restrict Q_, const float *restrict K_, c
     /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
     for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
         for (int64_t i_ = 0; i_ < m_; ++i_) {  /* DNF frame axis i < m */
-            int64_t cn = moac_imin(chunk, n_ - g * chunk);
+            int64_t cn = moac_imin(chunk, n_ - chunk * g);
             float mg = -INFINITY;
             for (int64_t cq = 0; cq < cn / 4; ++cq) {  /* pass 1: tokens g·chunk + 4·cq + u, u < 4: scores and chunk maximum */
-                int64_t t0 = g * chunk + cq * 4;
-                int64_t t1 = g * chunk + cq * 4 + 1;
-                int64_t t2 = g * chunk + cq * 4 + 2;
-                int64_t t3 = g * chunk + cq * 4 + 3;
+                int64_t t0 = 4 * cq + chunk * g;
+                int64_t t1 = 4 * cq + chunk * g + 1;
+                int64_t t2 = 4 * cq + chunk * g + 2;
+                int64_t t3 = 4 * cq + chunk * g + 3;
                 float acc1 = 0.0f;
                 float acc2 = 0.0f;
                 float acc3 = 0.0f;
@@ -95,8 +95,8 @@ int moac_attention_forward(const float *restrict Q_, const float *restrict K_, c
                 moac_p[i_ * (chunk * moac_ceildiv(n_, chunk)) + t3] = sc3;
                 mg = fmaxf(mg, sc3);
             }
-            for (int64_t c = cn / 4 * 4; c < cn; ++c) {  /* pass 1 remainder: the last cn mod 4 tokens */
-                int64_t l_ = g * chunk + c;
+            for (int64_t c = 4 * (cn / 4); c < cn; ++c) {  /* pass 1 remainder: the last cn mod 4 tokens */
+                int64_t l_ = c + chunk * g;
                 float acc5 = 0.0f;
                 for (int64_t j_ = 0; j_ < dk_; ++j_) {  /* vector reduction over DNF axis j < dk */
                     acc5 = acc5 + Q_[i_ * dk_ + j_] * K_[l_ * dk_ + j_];
@@ -107,7 +107,7 @@ int moac_attention_forward(const float *restrict Q_, const float *restrict K_, c
             }
             float zg = 0.0f;
             for (int64_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
-                int64_t l_ = g * chunk + c;
+                int64_t l_ = c + chunk * g;
                 float e = moac_expf(moac_p[i_ * (chunk * moac_ceildiv(n_, chunk)) + l_] - mg);
                 moac_p[i_ * (chunk * moac_ceildiv(n_, chunk)) + l_] = e;
                 zg = zg + e;
@@ -115,7 +115,7 @@ int moac_attention_forward(const float *restrict Q_, const float *restrict K_, c
             for (int64_t d_ = 0; d_ < dv_; ++d_) {  /* vector lanes over DNF axis d < dv */
                 float o = 0.0f;
                 for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
-                    int64_t l_ = g * chunk + c;
+                    int64_t l_ = c + chunk * g;
                     float w = V_[l_ * dv_ + d_];
                     o = o + moac_p[i_ * (chunk * moac_ceildiv(n_, chunk)) + l_] * w;
                 }
@@ -137,7 +137,7 @@ int moac_attention_forward(const float *restrict Q_, const float *restrict K_, c
                 Z = Z + moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + g] - M) * moac_z_part[i_ * moac_ceildiv(n_, chunk) + g];
             }
             for (int64_t v = 0; v < 32; ++v) {  /* vector lanes: d = db·32 + v */
-                if (db * 32 + v < dv_) {
+                if (32 * db + v < dv_) {
                     float o = 0.0f;
                     for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Σ_g exp(m_g − M)·o_g */
                         o = o + moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (32 * db + v)] * moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + g] - M);

@@ -55,7 +55,7 @@ int moac_catenate(const float *restrict K_, const float *restrict k_, const floa
     for (int64_t i_ = 0; i_ < n_ + 1; ++i_) {  /* DNF axis i < n + 1 */
         for (int64_t j_g = 0; j_g < moac_ceildiv(d_, 32); ++j_g) {  /* lifted DNF axis j: ⟨d⟩ → ⟨⌈d/32⌉ 32⟩ */
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                int64_t j_ = j_g * 32 + j_v;
+                int64_t j_ = 32 * j_g + j_v;
                 if (j_ < d_) {
                     float sel1;
                     if (i_ < n_) {
@@ -72,7 +72,7 @@ int moac_catenate(const float *restrict K_, const float *restrict k_, const floa
     for (int64_t i_ = 0; i_ < m_ + n_; ++i_) {  /* DNF axis i < m + n */
         for (int64_t j_g = 0; j_g < moac_ceildiv(d_, 32); ++j_g) {  /* lifted DNF axis j: ⟨d⟩ → ⟨⌈d/32⌉ 32⟩ */
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                int64_t j_ = j_g * 32 + j_v;
+                int64_t j_ = 32 * j_g + j_v;
                 if (j_ < d_) {
                     float sel1;
                     if (i_ < n_) {
@@ -88,7 +88,7 @@ int moac_catenate(const float *restrict K_, const float *restrict k_, const floa
     /* kernel k3_v: v: lanes over i */
     for (int64_t i_g = 0; i_g < 1; ++i_g) {  /* lifted DNF axis i: ⟨5⟩ → ⟨⌈5/32⌉ 32⟩ */
         for (int64_t i_v = 0; i_v < 32; ++i_v) {  /* vector lanes: i = i_g·32 + i_v */
-            int64_t i_ = i_g * 32 + i_v;
+            int64_t i_ = 32 * i_g + i_v;
             if (i_ < 5) {
                 float sel1;
                 if (i_ < 3) {

@@ -90,14 +90,14 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
     /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
     #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_p, moac_z_part, K_, V_, q_)
     for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
-        int64_t cn = moac_imin(chunk, n_ - g * chunk);
+        int64_t cn = moac_imin(chunk, n_ - chunk * g);
         float mg = -INFINITY;
         #pragma acc loop seq
         for (int64_t cq = 0; cq < cn / 4; ++cq) {  /* pass 1: tokens g·chunk + 4·cq + u, u < 4: scores and chunk maximum */
-            int64_t t0 = g * chunk + cq * 4;
-            int64_t t1 = g * chunk + cq * 4 + 1;
-            int64_t t2 = g * chunk + cq * 4 + 2;
-            int64_t t3 = g * chunk + cq * 4 + 3;
+            int64_t t0 = 4 * cq + chunk * g;
+            int64_t t1 = 4 * cq + chunk * g + 1;
+            int64_t t2 = 4 * cq + chunk * g + 2;
+            int64_t t3 = 4 * cq + chunk * g + 3;
             float acc1 = 0.0f;
             float acc2 = 0.0f;
             float acc3 = 0.0f;
@@ -123,8 +123,8 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
             mg = fmaxf(mg, sc3);
         }
         #pragma acc loop seq
-        for (int64_t c = cn / 4 * 4; c < cn; ++c) {  /* pass 1 remainder: the last cn mod 4 tokens */
-            int64_t l_ = g * chunk + c;
+        for (int64_t c = 4 * (cn / 4); c < cn; ++c) {  /* pass 1 remainder: the last cn mod 4 tokens */
+            int64_t l_ = c + chunk * g;
             float acc5 = 0.0f;
             #pragma acc loop vector reduction(+:acc5)
             for (int64_t j_ = 0; j_ < dk_; ++j_) {  /* vector reduction over DNF axis j < dk */
@@ -137,7 +137,7 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
         float zg = 0.0f;
         #pragma acc loop vector reduction(+:zg)
         for (int64_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
-            int64_t l_ = g * chunk + c;
+            int64_t l_ = c + chunk * g;
             float e = moac_expf(moac_p[l_] - mg);
             moac_p[l_] = e;
             zg = zg + e;
@@ -147,7 +147,7 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
             float o = 0.0f;
             #pragma acc loop seq
             for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
-                int64_t l_ = g * chunk + c;
+                int64_t l_ = c + chunk * g;
                 float w = V_[l_ * dv_ + d_];
                 o = o + moac_p[l_] * w;
             }
@@ -171,7 +171,7 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
         }
         #pragma acc loop vector
         for (int64_t v = 0; v < 32; ++v) {  /* vector lanes: d = db·32 + v */
-            if (db * 32 + v < dv_) {
+            if (32 * db + v < dv_) {
                 float o = 0.0f;
                 #pragma acc loop seq
                 for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Σ_g exp(m_g − M)·o_g */

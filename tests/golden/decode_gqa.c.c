@@ -65,22 +65,22 @@ int moac_decode_gqa(const float *restrict Q_, const float *restrict K_, const fl
     /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
     for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
         for (int64_t i_ = 0; i_ < g_ * hkv_; ++i_) {  /* DNF frame axis i < g·hkv */
-            int64_t cn = moac_imin(chunk, n_ - g * chunk);
+            int64_t cn = moac_imin(chunk, n_ - chunk * g);
             float mg = -INFINITY;
             for (int64_t cq = 0; cq < cn / 4; ++cq) {  /* pass 1: tokens g·chunk + 4·cq + u, u < 4: scores and chunk maximum */
-                int64_t t0 = g * chunk + cq * 4;
-                int64_t t1 = g * chunk + cq * 4 + 1;
-                int64_t t2 = g * chunk + cq * 4 + 2;
-                int64_t t3 = g * chunk + cq * 4 + 3;
+                int64_t t0 = 4 * cq + chunk * g;
+                int64_t t1 = 4 * cq + chunk * g + 1;
+                int64_t t2 = 4 * cq + chunk * g + 2;
+                int64_t t3 = 4 * cq + chunk * g + 3;
                 float acc1 = 0.0f;
                 float acc2 = 0.0f;
                 float acc3 = 0.0f;
                 float acc4 = 0.0f;
                 for (int64_t j_ = 0; j_ < dk_; ++j_) {  /* vector reduction over DNF axis j, 4 tokens jammed */
-                    acc1 = acc1 + Q_[i_ * dk_ + j_] * K_[moac_floordiv(i_, g_) * n_ * dk_ + t0 * dk_ + j_];
-                    acc2 = acc2 + Q_[i_ * dk_ + j_] * K_[moac_floordiv(i_, g_) * n_ * dk_ + t1 * dk_ + j_];
-                    acc3 = acc3 + Q_[i_ * dk_ + j_] * K_[moac_floordiv(i_, g_) * n_ * dk_ + t2 * dk_ + j_];
-                    acc4 = acc4 + Q_[i_ * dk_ + j_] * K_[moac_floordiv(i_, g_) * n_ * dk_ + t3 * dk_ + j_];
+                    acc1 = acc1 + Q_[i_ * dk_ + j_] * K_[i_ / g_ * n_ * dk_ + t0 * dk_ + j_];
+                    acc2 = acc2 + Q_[i_ * dk_ + j_] * K_[i_ / g_ * n_ * dk_ + t1 * dk_ + j_];
+                    acc3 = acc3 + Q_[i_ * dk_ + j_] * K_[i_ / g_ * n_ * dk_ + t2 * dk_ + j_];
+                    acc4 = acc4 + Q_[i_ * dk_ + j_] * K_[i_ / g_ * n_ * dk_ + t3 * dk_ + j_];
                 }
                 float sc0 = acc1 / sqrtf((float)dk_);
                 moac_p[i_ * (chunk * moac_ceildiv(n_, chunk)) + t0] = sc0;
@@ -95,11 +95,11 @@ int moac_decode_gqa(const float *restrict Q_, const float *restrict K_, const fl
                 moac_p[i_ * (chunk * moac_ceildiv(n_, chunk)) + t3] = sc3;
                 mg = fmaxf(mg, sc3);
             }
-            for (int64_t c = cn / 4 * 4; c < cn; ++c) {  /* pass 1 remainder: the last cn mod 4 tokens */
-                int64_t l_ = g * chunk + c;
+            for (int64_t c = 4 * (cn / 4); c < cn; ++c) {  /* pass 1 remainder: the last cn mod 4 tokens */
+                int64_t l_ = c + chunk * g;
                 float acc5 = 0.0f;
                 for (int64_t j_ = 0; j_ < dk_; ++j_) {  /* vector reduction over DNF axis j < dk */
-                    acc5 = acc5 + Q_[i_ * dk_ + j_] * K_[moac_floordiv(i_, g_) * n_ * dk_ + l_ * dk_ + j_];
+                    acc5 = acc5 + Q_[i_ * dk_ + j_] * K_[i_ / g_ * n_ * dk_ + l_ * dk_ + j_];
                 }
                 float sc = acc5 / sqrtf((float)dk_);
                 moac_p[i_ * (chunk * moac_ceildiv(n_, chunk)) + l_] = sc;
@@ -107,7 +107,7 @@ int moac_decode_gqa(const float *restrict Q_, const float *restrict K_, const fl
             }
             float zg = 0.0f;
             for (int64_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
-                int64_t l_ = g * chunk + c;
+                int64_t l_ = c + chunk * g;
                 float e = moac_expf(moac_p[i_ * (chunk * moac_ceildiv(n_, chunk)) + l_] - mg);
                 moac_p[i_ * (chunk * moac_ceildiv(n_, chunk)) + l_] = e;
                 zg = zg + e;
@@ -115,8 +115,8 @@ int moac_decode_gqa(const float *restrict Q_, const float *restrict K_, const fl
             for (int64_t d_ = 0; d_ < dv_; ++d_) {  /* vector lanes over DNF axis d < dv */
                 float o = 0.0f;
                 for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
-                    int64_t l_ = g * chunk + c;
-                    float w = V_[moac_floordiv(i_, g_) * n_ * dv_ + l_ * dv_ + d_];
+                    int64_t l_ = c + chunk * g;
+                    float w = V_[i_ / g_ * n_ * dv_ + l_ * dv_ + d_];
                     o = o + moac_p[i_ * (chunk * moac_ceildiv(n_, chunk)) + l_] * w;
                 }
                 moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + d_] = o;
@@ -137,7 +137,7 @@ int moac_decode_gqa(const float *restrict Q_, const float *restrict K_, const fl
                 Z = Z + moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + g] - M) * moac_z_part[i_ * moac_ceildiv(n_, chunk) + g];
             }
             for (int64_t v = 0; v < 32; ++v) {  /* vector lanes: d = db·32 + v */
-                if (db * 32 + v < dv_) {
+                if (32 * db + v < dv_) {
                     float o = 0.0f;
                     for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Σ_g exp(m_g − M)·o_g */
                         o = o + moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (32 * db + v)] * moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + g] - M);

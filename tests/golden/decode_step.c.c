@@ -64,10 +64,10 @@ int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *rest
     (void)ws_off;
     /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
     for (int64_t g = 0; g < moac_ceildiv(n_ + 1, chunk); ++g) {  /* lifted token axis: ⟨n + 1⟩ → ⟨⌈n + 1/chunk⌉ chunk⟩, i = g·chunk + c */
-        int64_t cn = moac_imin(chunk, n_ + 1 - g * chunk);
+        int64_t cn = moac_imin(chunk, n_ - chunk * g + 1);
         float mg = -INFINITY;
         for (int64_t c = 0; c < cn; ++c) {  /* pass 1: token i = g·chunk + c, score and chunk maximum */
-            int64_t i_ = g * chunk + c;
+            int64_t i_ = c + chunk * g;
             float sel13;
             if (i_ < n_) {
                 float acc14 = 0.0f;
@@ -88,7 +88,7 @@ int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *rest
         }
         float zg = 0.0f;
         for (int64_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
-            int64_t i_ = g * chunk + c;
+            int64_t i_ = c + chunk * g;
             float e = moac_expf(moac_p[i_] - mg);
             moac_p[i_] = e;
             zg = zg + e;
@@ -96,7 +96,7 @@ int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *rest
         for (int64_t d_ = 0; d_ < dv_; ++d_) {  /* vector lanes over DNF axis d < dv */
             float o = 0.0f;
             for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
-                int64_t i_ = g * chunk + c;
+                int64_t i_ = c + chunk * g;
                 float sel16;
                 if (i_ < n_) {
                     sel16 = Vc_[i_ * dv_ + d_];
@@ -122,7 +122,7 @@ int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *rest
             Z = Z + moac_expf(moac_m_part[g] - M) * moac_z_part[g];
         }
         for (int64_t v = 0; v < 32; ++v) {  /* vector lanes: d = db·32 + v */
-            if (db * 32 + v < dv_) {
+            if (32 * db + v < dv_) {
                 float o = 0.0f;
                 for (int64_t g = 0; g < moac_ceildiv(n_ + 1, chunk); ++g) {  /* Σ_g exp(m_g − M)·o_g */
                     o = o + moac_o_part[g * dv_ + (32 * db + v)] * moac_expf(moac_m_part[g] - M);
@@ -135,7 +135,7 @@ int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *rest
     for (int64_t i_ = n_; i_ < n_ + 1; ++i_) {  /* DNF axis i < n + 1, from n (rows before are unchanged) */
         for (int64_t j_g = 0; j_g < moac_ceildiv(dk_, 32); ++j_g) {  /* lifted DNF axis j: ⟨dk⟩ → ⟨⌈dk/32⌉ 32⟩ */
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                int64_t j_ = j_g * 32 + j_v;
+                int64_t j_ = 32 * j_g + j_v;
                 if (j_ < dk_) {
                     Kc_[i_ * dk_ + j_] = k_[j_];
                 }
@@ -146,7 +146,7 @@ int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *rest
     for (int64_t i_ = n_; i_ < n_ + 1; ++i_) {  /* DNF axis i < n + 1, from n (rows before are unchanged) */
         for (int64_t d_g = 0; d_g < moac_ceildiv(dv_, 32); ++d_g) {  /* lifted DNF axis d: ⟨dv⟩ → ⟨⌈dv/32⌉ 32⟩ */
             for (int64_t d_v = 0; d_v < 32; ++d_v) {  /* vector lanes: d = d_g·32 + d_v */
-                int64_t d_ = d_g * 32 + d_v;
+                int64_t d_ = 32 * d_g + d_v;
                 if (d_ < dv_) {
                     Vc_[i_ * dv_ + d_] = v_[d_];
                 }

@@ -90,11 +90,11 @@ int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const floa
     /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
     #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_p, moac_z_part, Kc_, Vc_, k_, q_, v_)
     for (int64_t g = 0; g < moac_ceildiv(n_ + 1, chunk); ++g) {  /* lifted token axis: ⟨n + 1⟩ → ⟨⌈n + 1/chunk⌉ chunk⟩, i = g·chunk + c */
-        int64_t cn = moac_imin(chunk, n_ + 1 - g * chunk);
+        int64_t cn = moac_imin(chunk, n_ - chunk * g + 1);
         float mg = -INFINITY;
         #pragma acc loop seq
         for (int64_t c = 0; c < cn; ++c) {  /* pass 1: token i = g·chunk + c, score and chunk maximum */
-            int64_t i_ = g * chunk + c;
+            int64_t i_ = c + chunk * g;
             float sel13;
             if (i_ < n_) {
                 float acc14 = 0.0f;
@@ -118,7 +118,7 @@ int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const floa
         float zg = 0.0f;
         #pragma acc loop vector reduction(+:zg)
         for (int64_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
-            int64_t i_ = g * chunk + c;
+            int64_t i_ = c + chunk * g;
             float e = moac_expf(moac_p[i_] - mg);
             moac_p[i_] = e;
             zg = zg + e;
@@ -128,7 +128,7 @@ int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const floa
             float o = 0.0f;
             #pragma acc loop seq
             for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
-                int64_t i_ = g * chunk + c;
+                int64_t i_ = c + chunk * g;
                 float sel16;
                 if (i_ < n_) {
                     sel16 = Vc_[i_ * dv_ + d_];
@@ -158,7 +158,7 @@ int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const floa
         }
         #pragma acc loop vector
         for (int64_t v = 0; v < 32; ++v) {  /* vector lanes: d = db·32 + v */
-            if (db * 32 + v < dv_) {
+            if (32 * db + v < dv_) {
                 float o = 0.0f;
                 #pragma acc loop seq
                 for (int64_t g = 0; g < moac_ceildiv(n_ + 1, chunk); ++g) {  /* Σ_g exp(m_g − M)·o_g */
@@ -174,7 +174,7 @@ int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const floa
         for (int64_t j_g = 0; j_g < moac_ceildiv(dk_, 32); ++j_g) {  /* lifted DNF axis j: ⟨dk⟩ → ⟨⌈dk/32⌉ 32⟩ */
             #pragma acc loop vector
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                int64_t j_ = j_g * 32 + j_v;
+                int64_t j_ = 32 * j_g + j_v;
                 if (j_ < dk_) {
                     Kc_[i_ * dk_ + j_] = k_[j_];
                 }
@@ -187,7 +187,7 @@ int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const floa
         for (int64_t d_g = 0; d_g < moac_ceildiv(dv_, 32); ++d_g) {  /* lifted DNF axis d: ⟨dv⟩ → ⟨⌈dv/32⌉ 32⟩ */
             #pragma acc loop vector
             for (int64_t d_v = 0; d_v < 32; ++d_v) {  /* vector lanes: d = d_g·32 + d_v */
-                int64_t d_ = d_g * 32 + d_v;
+                int64_t d_ = 32 * d_g + d_v;
                 if (d_ < dv_) {
                     Vc_[i_ * dv_ + d_] = v_[d_];
                 }

@@ -56,7 +56,7 @@ int moac_matmul(const float *restrict A_, const float *restrict B_, const float 
     for (int64_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
         for (int64_t j_g = 0; j_g < moac_ceildiv(p_, 32); ++j_g) {  /* lifted DNF axis j: ⟨p⟩ → ⟨⌈p/32⌉ 32⟩ */
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                int64_t j_ = j_g * 32 + j_v;
+                int64_t j_ = 32 * j_g + j_v;
                 if (j_ < p_) {
                     float acc1 = 0.0f;
                     for (int64_t k_ = 0; k_ < m_; ++k_) {  /* reduction over DNF axis k < m */

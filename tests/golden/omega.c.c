@@ -75,7 +75,7 @@ int moac_omega(const float *restrict S_, const float *restrict q_, const float *
     for (int64_t l_ = 0; l_ < n_; ++l_) {  /* DNF axis l < n */
         for (int64_t i_g = 0; i_g < moac_ceildiv(w_, 32); ++i_g) {  /* lifted DNF axis i: ⟨w⟩ → ⟨⌈w/32⌉ 32⟩ */
             for (int64_t i_v = 0; i_v < 32; ++i_v) {  /* vector lanes: i = i_g·32 + i_v */
-                int64_t i_ = i_g * 32 + i_v;
+                int64_t i_ = 32 * i_g + i_v;
                 if (i_ < w_) {
                     P_[l_ * w_ + i_] = moac_expf(S_[l_ * w_ + i_] - m_[l_]) / z_[l_];
                 }

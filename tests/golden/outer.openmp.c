@@ -56,7 +56,7 @@ int moac_outer(const float *restrict x_, const float *restrict y_, const float *
     for (int64_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
         for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                int64_t j_ = j_g * 32 + j_v;
+                int64_t j_ = 32 * j_g + j_v;
                 if (j_ < m_) {
                     P_[i_ * m_ + j_] = x_[i_] * y_[j_];
                 }
@@ -68,7 +68,7 @@ int moac_outer(const float *restrict x_, const float *restrict y_, const float *
     for (int64_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
         for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                int64_t j_ = j_g * 32 + j_v;
+                int64_t j_ = 32 * j_g + j_v;
                 if (j_ < m_) {
                     D_[i_ * m_ + j_] = x_[i_] - y_[j_];
                 }
@@ -81,7 +81,7 @@ int moac_outer(const float *restrict x_, const float *restrict y_, const float *
         for (int64_t j_ = 0; j_ < m_; ++j_) {  /* DNF axis j < m */
             for (int64_t k_g = 0; k_g < moac_ceildiv(m_, 32); ++k_g) {  /* lifted DNF axis k: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
                 for (int64_t k_v = 0; k_v < 32; ++k_v) {  /* vector lanes: k = k_g·32 + k_v */
-                    int64_t k_ = k_g * 32 + k_v;
+                    int64_t k_ = 32 * k_g + k_v;
                     if (k_ < m_) {
                         T_[i_ * m_ * m_ + j_ * m_ + k_] = fmaxf(M_[i_ * m_ + j_], y_[k_]);
                     }

@@ -83,9 +83,9 @@ int moac_reshape_device(const float *restrict A_, const float *restrict x_, floa
     for (int64_t i_g = 0; i_g < moac_ceildiv(m_ * n_, 32); ++i_g) {  /* lifted DNF axis i: ⟨m·n⟩ → ⟨⌈m·n/32⌉ 32⟩ */
         #pragma acc loop vector
         for (int64_t i_v = 0; i_v < 32; ++i_v) {  /* vector lanes: i = i_g·32 + i_v */
-            int64_t i_ = i_g * 32 + i_v;
+            int64_t i_ = 32 * i_g + i_v;
             if (i_ < m_ * n_) {
-                flat_[i_] = A_[moac_floordiv(i_, m_) * m_ + moac_mod(i_, m_)];
+                flat_[i_] = A_[i_ / m_ * m_ + i_ % m_];
             }
         }
     }
@@ -95,9 +95,9 @@ int moac_reshape_device(const float *restrict A_, const float *restrict x_, floa
         for (int64_t j_g = 0; j_g < moac_ceildiv(n_, 32); ++j_g) {  /* lifted DNF axis j: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
             #pragma acc loop vector
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                int64_t j_ = j_g * 32 + j_v;
+                int64_t j_ = 32 * j_g + j_v;
                 if (j_ < n_) {
-                    swap_[i_ * n_ + j_] = A_[moac_floordiv(j_ + i_ * n_, m_) * m_ + moac_mod(j_ + i_ * n_, m_)];
+                    swap_[i_ * n_ + j_] = A_[(j_ + i_ * n_) / m_ * m_ + (j_ + i_ * n_) % m_];
                 }
             }
         }
@@ -108,7 +108,7 @@ int moac_reshape_device(const float *restrict A_, const float *restrict x_, floa
         for (int64_t j_g = 0; j_g < 1; ++j_g) {  /* lifted DNF axis j: ⟨3⟩ → ⟨⌈3/32⌉ 32⟩ */
             #pragma acc loop vector
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                int64_t j_ = j_g * 32 + j_v;
+                int64_t j_ = 32 * j_g + j_v;
                 if (j_ < 3) {
                     grid_[i_ * 3 + j_] = x_[3 * i_ + j_];
                 }
@@ -123,7 +123,7 @@ int moac_reshape_device(const float *restrict A_, const float *restrict x_, floa
             float acc0 = 0.0f;
             #pragma acc loop vector reduction(+:acc0)
             for (int64_t i_c = 0; i_c < chunk; ++i_c) {  /* vector lanes: i = g·⌈2/256⌉ + i_c, guard i < 2 */
-                int64_t i_ = g * chunk + i_c;
+                int64_t i_ = i_c + chunk * g;
                 if (i_ < 2) {
                     float sel1;
                     if (i_ == 0) {
@@ -141,6 +141,7 @@ int moac_reshape_device(const float *restrict A_, const float *restrict x_, floa
     #pragma acc parallel num_gangs(1) vector_length(32) deviceptr(moac_cnt_part, cnt_)
     {
         float acc0 = 0.0f;
+        #pragma acc loop seq
         for (int64_t g = 0; g < 256; ++g) {  /* combine the 256 partials */
             acc0 = acc0 + moac_cnt_part[g];
         }

@@ -55,7 +55,7 @@ int moac_take_reverse(const float *restrict A_, float *restrict R_, float *restr
     for (int64_t i_ = 0; i_ < 3; ++i_) {  /* DNF axis i < 3 */
         for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                int64_t j_ = j_g * 32 + j_v;
+                int64_t j_ = 32 * j_g + j_v;
                 if (j_ < m_) {
                     R_[i_ * m_ + j_] = A_[(-i_ + n_ - 1) * m_ + j_];
                 }
@@ -65,7 +65,7 @@ int moac_take_reverse(const float *restrict A_, float *restrict R_, float *restr
     /* kernel k2_r: r: lanes over j */
     for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
         for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-            int64_t j_ = j_g * 32 + j_v;
+            int64_t j_ = 32 * j_g + j_v;
             if (j_ < m_) {
                 r_[j_] = 2.0f * A_[(n_ - 3) * m_ + j_];
             }
@@ -75,7 +75,7 @@ int moac_take_reverse(const float *restrict A_, float *restrict R_, float *restr
     for (int64_t i_ = 0; i_ < 2; ++i_) {  /* DNF axis i < 2 */
         for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                int64_t j_ = j_g * 32 + j_v;
+                int64_t j_ = 32 * j_g + j_v;
                 if (j_ < m_) {
                     h_[i_ * m_ + j_] = A_[(-i_ + n_ - 1) * m_ + j_];
                 }

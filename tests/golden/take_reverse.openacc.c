@@ -82,7 +82,7 @@ int moac_take_reverse_device(const float *restrict A_, float *restrict R_, float
         for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
             #pragma acc loop vector
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                int64_t j_ = j_g * 32 + j_v;
+                int64_t j_ = 32 * j_g + j_v;
                 if (j_ < m_) {
                     R_[i_ * m_ + j_] = A_[(-i_ + n_ - 1) * m_ + j_];
                 }
@@ -94,7 +94,7 @@ int moac_take_reverse_device(const float *restrict A_, float *restrict R_, float
     for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
         #pragma acc loop vector
         for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-            int64_t j_ = j_g * 32 + j_v;
+            int64_t j_ = 32 * j_g + j_v;
             if (j_ < m_) {
                 r_[j_] = 2.0f * A_[(n_ - 3) * m_ + j_];
             }
@@ -106,7 +106,7 @@ int moac_take_reverse_device(const float *restrict A_, float *restrict R_, float
         for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
             #pragma acc loop vector
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                int64_t j_ = j_g * 32 + j_v;
+                int64_t j_ = 32 * j_g + j_v;
                 if (j_ < m_) {
                     h_[i_ * m_ + j_] = A_[(-i_ + n_ - 1) * m_ + j_];
                 }

@@ -56,7 +56,7 @@ int moac_transpose(const float *restrict A_, const float *restrict M_, float *re
         for (int64_t j_ = 0; j_ < n_; ++j_) {  /* DNF axis j < n */
             for (int64_t k_g = 0; k_g < moac_ceildiv(m_, 32); ++k_g) {  /* lifted DNF axis k: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
                 for (int64_t k_v = 0; k_v < 32; ++k_v) {  /* vector lanes: k = k_g·32 + k_v */
-                    int64_t k_ = k_g * 32 + k_v;
+                    int64_t k_ = 32 * k_g + k_v;
                     if (k_ < m_) {
                         T_[i_ * n_ * m_ + j_ * m_ + k_] = A_[j_ * m_ * p_ + k_ * p_ + i_];
                     }
@@ -69,7 +69,7 @@ int moac_transpose(const float *restrict A_, const float *restrict M_, float *re
         for (int64_t j_ = 0; j_ < p_; ++j_) {  /* DNF axis j < p */
             for (int64_t k_g = 0; k_g < moac_ceildiv(n_, 32); ++k_g) {  /* lifted DNF axis k: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
                 for (int64_t k_v = 0; k_v < 32; ++k_v) {  /* vector lanes: k = k_g·32 + k_v */
-                    int64_t k_ = k_g * 32 + k_v;
+                    int64_t k_ = 32 * k_g + k_v;
                     if (k_ < n_) {
                         T2_[i_ * p_ * n_ + j_ * n_ + k_] = A_[k_ * m_ * p_ + i_ * p_ + j_];
                     }
@@ -81,7 +81,7 @@ int moac_transpose(const float *restrict A_, const float *restrict M_, float *re
     for (int64_t i_ = 0; i_ < m_; ++i_) {  /* DNF axis i < m */
         for (int64_t j_g = 0; j_g < moac_ceildiv(n_, 32); ++j_g) {  /* lifted DNF axis j: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                int64_t j_ = j_g * 32 + j_v;
+                int64_t j_ = 32 * j_g + j_v;
                 if (j_ < n_) {
                     Mt_[i_ * n_ + j_] = M_[j_ * m_ + i_];
                 }

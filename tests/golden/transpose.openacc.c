@@ -83,7 +83,7 @@ int moac_transpose_device(const float *restrict A_, const float *restrict M_, fl
             for (int64_t k_g = 0; k_g < moac_ceildiv(m_, 32); ++k_g) {  /* lifted DNF axis k: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
                 #pragma acc loop vector
                 for (int64_t k_v = 0; k_v < 32; ++k_v) {  /* vector lanes: k = k_g·32 + k_v */
-                    int64_t k_ = k_g * 32 + k_v;
+                    int64_t k_ = 32 * k_g + k_v;
                     if (k_ < m_) {
                         T_[i_ * n_ * m_ + j_ * m_ + k_] = A_[j_ * m_ * p_ + k_ * p_ + i_];
                     }
@@ -98,7 +98,7 @@ int moac_transpose_device(const float *restrict A_, const float *restrict M_, fl
             for (int64_t k_g = 0; k_g < moac_ceildiv(n_, 32); ++k_g) {  /* lifted DNF axis k: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
                 #pragma acc loop vector
                 for (int64_t k_v = 0; k_v < 32; ++k_v) {  /* vector lanes: k = k_g·32 + k_v */
-                    int64_t k_ = k_g * 32 + k_v;
+                    int64_t k_ = 32 * k_g + k_v;
                     if (k_ < n_) {
                         T2_[i_ * p_ * n_ + j_ * n_ + k_] = A_[k_ * m_ * p_ + i_ * p_ + j_];
                     }
@@ -112,7 +112,7 @@ int moac_transpose_device(const float *restrict A_, const float *restrict M_, fl
         for (int64_t j_g = 0; j_g < moac_ceildiv(n_, 32); ++j_g) {  /* lifted DNF axis j: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
             #pragma acc loop vector
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
-                int64_t j_ = j_g * 32 + j_v;
+                int64_t j_ = 32 * j_g + j_v;
                 if (j_ < n_) {
                     Mt_[i_ * n_ + j_] = M_[j_ * m_ + i_];
                 }
