@@ -22,17 +22,13 @@ import numpy as np
 import sympy as sp
 
 from . import dtypes
-from .codegen import Signature, signature, to_c
+from .emit.codegen import Signature
 from .errors import ArgumentError, BuildError
 from .front.sizes import bind
-from .onf import ONF
 from .targets import get_target
 
 NP_DTYPE = {"float": np.float32, "double": np.float64}
 BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared")
-OFFLOAD_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-ffast-math",
-                 "-fopenacc", "-foffload=nvptx-none", "-foffload-options=nvptx-none=-misa=sm_80",
-                 "-foffload-options=-lm")
 
 
 def cache_dir() -> Path:
@@ -53,17 +49,10 @@ def compiler_version(cc: str) -> str:
 
 
 def compile_flags(target: str, offload: str = "none", werror: bool = False) -> list[str]:
-    """The gcc flags for a target.  Host builds disable offloading explicitly: with the
-    nvptx offload compiler installed, plain -fopenacc would also build (and fail) for sm_35."""
+    """The gcc flags for a target: the common ones and the target's own (a device build
+    for `offload` takes the target's complete offload flag list)."""
     t = get_target(target)
-    if offload == "nvptx":
-        if t.name != "openacc":
-            raise ValueError("--offload nvptx needs --target openacc")
-        flags = list(OFFLOAD_FLAGS)
-    else:
-        flags = list(BASE_FLAGS) + list(t.cflags)
-        if t.name == "openacc":
-            flags.append("-foffload=disable")
+    flags = t.flags(offload) if offload != "none" else list(BASE_FLAGS) + t.flags()
     if werror:
         flags += ["-Wall", "-Werror"]
     return flags
@@ -135,7 +124,7 @@ def _load(library: Path, cdef: str):
 @dataclass
 class Kernel:
     """A compiled, loaded program: call it with numpy arrays, get a dict of outputs."""
-    onf: ONF
+    onf: object          # the ONF (Schedule and counts) it was built from
     c_source: str
     library: Path
     signature: Signature
@@ -201,10 +190,10 @@ class Kernel:
         return outs
 
 
-def build(onf: ONF, cc: str = "gcc", werror: bool = False, extra_flags: tuple = ()) -> Kernel:
+def build(art, cc: str = "gcc", werror: bool = False, extra_flags: tuple = ()) -> Kernel:
+    """Build the C source of a lowering (moac.driver.Artifacts) and load it."""
     if shutil.which(cc) is None and not os.path.exists(cc):
         raise BuildError(f"C compiler {cc!r} not found", [cc], "", "")
-    src = to_c(onf)
-    flags = compile_flags(onf.target, werror=werror) + list(extra_flags)
-    lib = build_library(src, flags, cc)
-    return Kernel(onf, src, lib, signature(onf), flags)
+    flags = compile_flags(art.options.target, werror=werror) + list(extra_flags)
+    lib = build_library(art.c_source, flags, cc)
+    return Kernel(art.onf, art.c_source, lib, art.signature, flags)

@@ -99,17 +99,19 @@ def _decl(prog, name: str) -> str:
 
 def compile_command(prog, args, sizes: dict) -> int:
     from .build import write_atomic
-    onf = prog.onf(target=args.target, sizes=sizes, unroll=args.unroll, mapping=args.mapping,
-                   share_kv=args.share_kv)
-    from .codegen import to_c
-    src = to_c(onf)
+    from .options import Options
+    from .targets import get_target
+    art = prog.lower(Options.make(args.target, sizes, args.mapping, args.unroll, share_kv=args.share_kv))
+    src = art.c_source
     if args.offload != "none":
         if not args.out:
             raise MoacError("--offload needs -o OUT.c (the bundle is written beside it)")
-        if onf.target != "openacc":
-            raise MoacError("--offload nvptx needs --target openacc")
+        try:
+            get_target(args.target).flags(args.offload)
+        except ValueError as e:
+            raise MoacError(str(e)) from None
         write_atomic(args.out, src)
-        bundle(onf, src, Path(args.out))
+        bundle(art, args.offload, Path(args.out))
         return 0
     if args.out:
         write_atomic(args.out, src)
@@ -118,12 +120,12 @@ def compile_command(prog, args, sizes: dict) -> int:
     return 0
 
 
-def bundle(onf, src: str, out: Path) -> None:
+def bundle(art, offload: str, out: Path) -> None:
     """A self-contained GPU bundle beside OUT.c: the offload library, the libgomp runtime
     it needs, and a manifest the runner reads (bench/gpu_run.py)."""
     from .build import build_library, compile_flags, write_atomic
-    from .codegen import signature
-    flags = compile_flags(onf.target, offload="nvptx")
+    onf, sig, src = art.onf, art.signature, art.c_source
+    flags = compile_flags(onf.target, offload=offload)
     lib = build_library(src, flags)
     so = out.with_suffix(".so")
     shutil.copyfile(lib, so)
@@ -135,7 +137,6 @@ def bundle(onf, src: str, out: Path) -> None:
             raise MoacError(f"{name} not found; install gcc-12-offload-nvptx (apt-get install -y "
                             "gcc-12-offload-nvptx)")
         shutil.copyfile(path, libdir / name)
-    sig = signature(onf)
     manifest = {
         "source": onf.dnf.program.source.filename,
         "function": sig.fname,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from . import hardware as H
+from .schedule.choices import RULES, evaluate
 from .errors import MoacError
 
 
@@ -35,12 +36,12 @@ def analyse(prog, sizes: dict, target: str = "openacc", token: str | None = "n",
     env = resolve(prog.core, sizes)
     if all(s in env for s in prog.core.sizes):
         values = dict(env)
-        for sym, fn, args in onf.run_time:
-            values[sym] = sp.Integer(fn(*(int(sp.sympify(a).xreplace(values)) for a in args)))
+        for ch in onf.choices:
+            values[ch.var] = sp.Integer(evaluate(ch, values))
     kv = fpt = None
     if tok is not None:
         # the run-time choices (the chunk size) as the sequence grows without bound
-        big = {sym: fn(*(10**12 for _ in args)) for sym, fn, args in onf.run_time}
+        big = {ch.var: RULES[ch.rule](*(10**12 for _ in ch.args)) for ch in onf.choices}
         kv = sp.expand(sp.diff(_no_ceiling(onf.minimum), tok))
         fpt = sp.expand(sp.diff(_no_ceiling(onf.flops).xreplace(big), tok))
     return Cost(onf, tok, values, onf.traffic, onf.minimum, onf.flops, kv, fpt)

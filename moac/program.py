@@ -1,7 +1,7 @@
 """The driver: one line per stage, each stage a pure function named for its transition.
 
     text --parse--> Module --to_core--> CoreProgram --to_dnf--> DNF
-         --to_onf--> ONF --to_c--> C source --build--> Kernel
+         --driver.lower--> Schedule, Counts, C unit, C source --build--> Kernel
 
 `Program` keeps every intermediate so that tests and the CLI can inspect any stage.
 """
@@ -10,9 +10,11 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from . import dnf
-from .front import core, interp, syntax
+from . import dnf, driver
+from .driver import Artifacts
 from .errors import ParseError, Source, Span
+from .front import core, interp, syntax
+from .options import Options
 
 
 class Program:
@@ -22,6 +24,7 @@ class Program:
         self.source = Source(text, filename)
         self.module = syntax.parse(text, filename, core.prelude_fnames())               # stage 1: text -> AST
         self.core = core.to_core(self.module, self.source)          # stage 2: AST -> core + shapes
+        self.artifacts: dict = {}                                   # Options -> Artifacts (stages 4-5)
 
     @functools.cached_property
     def _dnf(self) -> dnf.DNF:
@@ -30,21 +33,24 @@ class Program:
     def dnf(self) -> dnf.DNF:
         return self._dnf
 
+    def lower(self, opts: Options) -> Artifacts:
+        """Stages 4 and 5 for these options (cached: every intermediate is kept)."""
+        if opts not in self.artifacts:
+            self.artifacts[opts] = driver.lower(self._dnf, opts)
+        return self.artifacts[opts]
+
     def onf(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto", unroll: int = 4,
             storage: dict | None = None, share_kv: bool = False):
-        from . import onf
-        return onf.to_onf(self._dnf, target=target, sizes=sizes or {}, mapping=mapping,
-                          unroll=unroll, storage=storage, share_kv=share_kv)             # stage 4
+        return self.lower(Options.make(target, sizes, mapping, unroll, storage, share_kv)).onf
 
     def c_source(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto",
                  unroll: int = 4, share_kv: bool = False) -> str:
-        from . import codegen
-        return codegen.to_c(self.onf(target, sizes, mapping, unroll, share_kv=share_kv))  # stage 5: ONF -> C
+        return self.lower(Options.make(target, sizes, mapping, unroll, share_kv=share_kv)).c_source
 
     def compile(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto",
                 unroll: int = 4, share_kv: bool = False, **build_opts):
         from . import build
-        return build.build(self.onf(target, sizes, mapping, unroll, share_kv=share_kv),
+        return build.build(self.lower(Options.make(target, sizes, mapping, unroll, share_kv=share_kv)),
                            **build_opts)                                                 # stage 6: C -> kernel
 
     def evaluate(self, sizes: dict | None = None, **arrays) -> dict:

@@ -13,9 +13,10 @@ import re
 import numpy as np
 import pytest
 
-from moac import build, cir
-from moac.cir import Assign, Bin, Block, Call, Cast, Comment, Cond, Decl, For, If, Int, Load, Neg, Num, Store, Var
-from moac.targets import TARGETS, VECTOR_LENGTH, get_target
+from moac import build
+from moac.emit import cir
+from moac.emit.cir import Assign, Bin, Block, Call, Cast, Comment, Cond, Decl, For, If, Int, Load, Neg, Num, Store, Var
+from moac.targets import TARGETS, get_target
 
 from test_back_common import EXAMPLE_NAMES, example
 
@@ -252,7 +253,7 @@ def test_mixed_logical_operators_compile_with_werror():
 
 def test_target_table():
     assert set(TARGETS) == {"openacc", "openmp", "c"}
-    assert VECTOR_LENGTH == 32
+    assert get_target("openacc").vector_length == 32
     with pytest.raises(ValueError, match="unknown target 'cuda'"):
         get_target("cuda")
 
@@ -260,36 +261,36 @@ def test_target_table():
 def test_openacc_pragmas_exact():
     t = get_target("openacc")
     assert t.cflags == ("-fopenacc",)
-    assert t.gang_pragma(1, "present(K_, q_)") == "#pragma acc parallel loop gang vector_length(32) present(K_, q_)"
-    assert t.gang_pragma(3, "") == "#pragma acc parallel loop gang collapse(3) vector_length(32)"
+    assert t.gang_pragma(1, ("K_", "q_")) == "#pragma acc parallel loop gang vector_length(32) deviceptr(K_, q_)"
+    assert t.gang_pragma(3, ()) == "#pragma acc parallel loop gang collapse(3) vector_length(32)"
     assert t.vector_pragma() == "#pragma acc loop vector"
-    assert t.vector_pragma(("add", "acc1")) == "#pragma acc loop vector reduction(+:acc1)"
-    assert t.vector_pragma(("mul", "acc2")) == "#pragma acc loop vector reduction(*:acc2)"
-    assert t.vector_pragma(("max", "M")) == "#pragma acc loop vector reduction(max:M)"
-    assert t.vector_pragma(("min", "m")) == "#pragma acc loop vector reduction(min:m)"
+    assert t.vector_pragma((("add", ("acc1",)),)) == "#pragma acc loop vector reduction(+:acc1)"
+    assert t.vector_pragma((("mul", ("acc2",)),)) == "#pragma acc loop vector reduction(*:acc2)"
+    assert t.vector_pragma((("max", ("M",)),)) == "#pragma acc loop vector reduction(max:M)"
+    assert t.vector_pragma((("min", ("m",)),)) == "#pragma acc loop vector reduction(min:m)"
     assert t.seq == "#pragma acc loop seq"
-    assert t.serial_pragma("present(x_)") == "#pragma acc parallel num_gangs(1) vector_length(32) present(x_)"
-    assert t.serial_pragma("") == "#pragma acc parallel num_gangs(1) vector_length(32)"
+    assert t.serial_pragma(("x_",)) == "#pragma acc parallel num_gangs(1) vector_length(32) deviceptr(x_)"
+    assert t.serial_pragma(()) == "#pragma acc parallel num_gangs(1) vector_length(32)"
     assert t.device_entry
 
 
 def test_openmp_pragmas_exact():
     t = get_target("openmp")
     assert t.cflags == ("-fopenmp",)
-    assert t.gang_pragma(1, "ignored") == "#pragma omp parallel for schedule(static)"
-    assert t.gang_pragma(2, "") == "#pragma omp parallel for collapse(2) schedule(static)"
+    assert t.gang_pragma(1, ("ignored",)) == "#pragma omp parallel for schedule(static)"
+    assert t.gang_pragma(2, ()) == "#pragma omp parallel for collapse(2) schedule(static)"
     assert t.vector_pragma() is None
-    assert t.vector_pragma(("add", "acc1")) is None
-    assert t.seq is None and t.serial_pragma("x") is None
+    assert t.vector_pragma((("add", ("acc1",)),)) is None
+    assert t.seq is None and t.serial_pragma(("x",)) is None
     assert not t.device_entry
 
 
 def test_c_target_has_no_pragmas():
     t = get_target("c")
     assert t.cflags == ()
-    assert t.gang_pragma(2, "x") is None
-    assert t.vector_pragma() is None and t.vector_pragma(("max", "M")) is None
-    assert t.seq is None and t.serial_pragma("") is None
+    assert t.gang_pragma(2, ("x",)) is None
+    assert t.vector_pragma() is None and t.vector_pragma((("max", ("M",)),)) is None
+    assert t.seq is None and t.serial_pragma(()) is None
     for name in EXAMPLE_NAMES:
         assert "#pragma" not in example(name).c_source(target="c"), name
 

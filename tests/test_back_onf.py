@@ -6,7 +6,7 @@ import pytest
 import sympy as sp
 
 from moac.front.core import size_symbol
-from moac.onf import gamma, lane_diff
+from moac.schedule.index import gamma, lane_diff
 
 from test_back_common import example, moac_cli
 

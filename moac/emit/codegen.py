@@ -1,8 +1,9 @@
-"""ONF -> C source (stage 5: `to_c`).
+"""C unit -> C source (stage 5b: `to_c`).
 
-The file skeleton is a Jinja2 template (templates/kernel.c.j2); loop nests are
-printed from the ONF's frozen C IR by moac.cir.  One `Signature` drives the C
-prototype, the cffi declaration and the argument checks of the loaded kernel.
+The file skeleton is a Jinja2 template (templates/kernel.c.j2); loop nests are printed
+from the frozen C IR by moac.emit.cir; the target's data (allocator, data region, helper
+prefix) fills the skeleton's slots.  One `Signature` drives the C prototype, the cffi
+declaration and the argument checks of the loaded kernel.  No sympy here.
 """
 from __future__ import annotations
 
@@ -14,10 +15,9 @@ from pathlib import Path
 
 import jinja2
 
+from ..dtypes import CTYPE
 from . import cir
-from .dtypes import CTYPE
-from .onf import ONF, freeze, mangle
-from .targets import get_target
+from .freeze import CUnit, mangle
 
 HELPERS = (
     "static inline int64_t moac_floordiv(int64_t a, int64_t b) { int64_t q = a / b; "
@@ -92,26 +92,29 @@ def function_name(filename: str) -> str:
     return f"moac_{stem}"
 
 
-def signature(onf: ONF) -> Signature:
-    prog = onf.dnf.program
-    bufs = {b.name: b for b in onf.buffers}
+def signature(s) -> Signature:
+    """The C entry's parameters, from a Schedule: inputs (updated ones in place), outputs,
+    and the sizes passed at run time."""
+    prog = s.dnf.program
+    bufs = {b.name: b for b in s.buffers}
+    ctype = CTYPE[s.dtype]
     params = []
     updated = {name for name, _ in prog.updates}
     for i in prog.inputs:
         kind = "inout" if i.name in updated else "input"
         params.append(Param(i.name, mangle(i.name), kind, CTYPE[i.dtype], bufs[i.name].shape))
     for name, _ in prog.outputs:
-        params.append(Param(name, mangle(name), "output", onf.ctype, bufs[name].shape))
-    for s in onf.params:
-        params.append(Param(s, mangle(s), "size", "int64_t"))
-    return Signature(function_name(prog.source.filename), tuple(params), onf.ctype)
+        params.append(Param(name, mangle(name), "output", ctype, bufs[name].shape))
+    for p in s.params:
+        params.append(Param(p, mangle(p), "size", "int64_t"))
+    return Signature(function_name(prog.source.filename), tuple(params), ctype)
 
 
 def _template_text() -> str:
     try:
         return resources.files("moac.templates").joinpath("kernel.c.j2").read_text(encoding="utf-8")
     except (ModuleNotFoundError, FileNotFoundError, OSError):
-        return (Path(__file__).resolve().parent.parent / "templates" / "kernel.c.j2").read_text(encoding="utf-8")
+        return (Path(__file__).resolve().parents[2] / "templates" / "kernel.c.j2").read_text(encoding="utf-8")
 
 
 @cache
@@ -121,45 +124,35 @@ def _template() -> jinja2.Template:
     return env.from_string(_template_text())
 
 
-def _count(e) -> str:
-    return cir.expr(freeze(e))
-
-
-def _body(onf: ONF, clause: str, indent: int) -> str:
+def _body(unit: CUnit, indent: int) -> str:
     lines: list[str] = []
-    for k in onf.kernels:
+    for k in unit.kernels:
         lines.append(f"{'    ' * indent}/* kernel {k.name}: {k.comment} */")
-        data = f"{clause}({', '.join(mangle(a) for a in k.arrays)})" if clause else ""
-        for ln in cir.stmts(k.code, onf.ctype, indent=indent):
-            lines.append(ln.replace("$ARRAYS", data).rstrip())
+        for ln in cir.stmts(k.code, unit.ctype, indent=indent):
+            lines.append(ln.rstrip())
     return "\n".join(lines)
 
 
-def to_c(onf: ONF) -> str:
-    from . import __version__
-    target = get_target(onf.target)
-    sig = signature(onf)
-    bufs = {b.name: b for b in onf.buffers}
-    scratch = [dict(name=mangle(b.name), count=_count(b.size)) for b in onf.buffers if b.role == "scratch"]
+def to_c(unit: CUnit, sig: Signature, target) -> str:
+    from .. import __version__
     arrays = [p for p in sig.params if p.kind != "size"]
     data_pragma = host_data_pragma = None
     if target.device_entry:
         def sect(kind):
-            return [f"{p.cname}[0:{_count(bufs[p.name].size)}]" for p in arrays if p.kind == kind]
+            return [f"{p.cname}[0:{unit.sizes[p.name]}]" for p in arrays if p.kind == kind]
         data_pragma = target.data_pragma(sect("input"), sect("inout"), sect("output"))
         host_data_pragma = target.host_data_pragma([p.cname for p in arrays] + ["ws"])
-    prologue = "\n".join(cir.stmts(onf.prologue, onf.ctype, indent=1))
-    summary = [f"traffic {str(onf.traffic)} bytes (minimum {str(onf.minimum)})"]
-    if onf.fixed:
-        summary.append("fixed sizes: " + ", ".join(f"{k} = {v}" for k, v in onf.fixed.items()))
+    prologue = "\n".join(cir.stmts(unit.prologue, unit.ctype, indent=1))
     return _template().render(
-        version=__version__, filename=onf.dnf.program.source.filename, target=onf.target, plan=onf.plan,
-        summary=summary, device_entry=target.device_entry, helpers=HELPERS, routine=target.name == "openacc",
-        fname=sig.fname, params=sig.c_params(), ctype=onf.ctype,
+        version=__version__, filename=unit.filename, target=unit.target, plan=unit.plan,
+        summary=unit.summary, device_entry=target.device_entry, helpers=HELPERS, helper_prefix=target.helper_prefix,
+        model_macro=target.model_macro, header=target.header, device_malloc=target.device_malloc,
+        device_free=target.device_free,
+        fname=sig.fname, params=sig.c_params(), ctype=unit.ctype,
         size_params=", ".join(f"int64_t {p.cname}" for p in sig.params if p.kind == "size") or "void",
         size_args=", ".join(p.cname for p in sig.params if p.kind == "size"),
-        args=", ".join(p.cname for p in sig.params), scratch=scratch,
+        args=", ".join(p.cname for p in sig.params), scratch=[dict(name=x.cname, count=x.count) for x in unit.scratch],
         data_pragma=data_pragma, host_data_pragma=host_data_pragma,
-        prologue=prologue, prologue_vars=[d.name for d in onf.prologue if isinstance(d, cir.Decl)],
-        body=_body(onf, "deviceptr" if target.device_entry else "", 1),
+        prologue=prologue, prologue_vars=[d.name for d in unit.prologue if isinstance(d, cir.Decl)],
+        body=_body(unit, 1),
     )

@@ -1,0 +1,166 @@
+"""DNF -> DNF passes run before a plan is chosen, and the materialisation the generic
+plan asks for.  Each is a pure function of DNF statements."""
+from __future__ import annotations
+
+import sympy as sp
+
+from .reduce import DIndex, DOp, DRead, DReduce, DSelect, DStmt, canonical_key, free_index_vars
+
+
+def hoist_selects(e):
+    """Move a guard out of a reduction it does not depend on:
+    Σ_j f(a if c else b) = (Σ_j f(a)) if c else (Σ_j f(b)) when c does not mention j.
+    (Appending to a cache makes the score of the new row a guarded read; hoisted, the
+    guard is tested once per row instead of once per element of the row.)"""
+    match e:
+        case DReduce(op=op, var=v, extent=ext, body=b):
+            b = hoist_selects(b)
+            c = _find_guard(b, {v})
+            if c is not None:
+                return DSelect(c, hoist_selects(DReduce(op, v, ext, _choose(b, c, True))),
+                               hoist_selects(DReduce(op, v, ext, _choose(b, c, False))))
+            return DReduce(op, v, ext, b)
+        case DOp(op=op, args=args):
+            return DOp(op, tuple(hoist_selects(a) for a in args))
+        case DSelect(cond=c, then=t, other=o):
+            return DSelect(c, hoist_selects(t), hoist_selects(o))
+    return e
+
+
+def _find_guard(e, bound: set):
+    """A guard inside e that mentions none of the `bound` variables, if any."""
+    match e:
+        case DSelect(cond=c, then=t, other=o):
+            if not (sp.sympify(c).free_symbols & bound):
+                return c
+            return _find_guard(t, bound) or _find_guard(o, bound)
+        case DOp(args=args):
+            for a in args:
+                g = _find_guard(a, bound)
+                if g is not None:
+                    return g
+        case DReduce(var=v, body=b):
+            return _find_guard(b, bound | {v})
+    return None
+
+
+def _choose(e, cond, value: bool):
+    """e with every guard `cond` decided."""
+    match e:
+        case DSelect(cond=c, then=t, other=o):
+            if c == cond:
+                return _choose(t if value else o, cond, value)
+            return DSelect(c, _choose(t, cond, value), _choose(o, cond, value))
+        case DOp(op=op, args=args):
+            return DOp(op, tuple(_choose(a, cond, value) for a in args))
+        case DReduce(op=op, var=v, extent=ext, body=b):
+            return DReduce(op, v, ext, _choose(b, cond, value))
+    return e
+
+
+def materialise(stmts: list[DStmt], avoid: tuple = ()) -> list[DStmt]:
+    """Hoist reductions an enclosing loop would recompute into scratch temporaries.
+
+    A reduction R inside a statement is invariant in an enclosing variable v when v
+    is not free in R; evaluated in place it would be recomputed for every v.  It is
+    computed once into a temporary indexed by its free variables, and every occurrence
+    of the same reduction (up to bound-variable names) then reads the temporary.
+    Nothing is hoisted out of a guarded branch (catenation, take/drop): outside its
+    guard the branch may index out of bounds.
+    """
+    hoisted: dict = {}        # canonical key -> temporary name
+    found: dict = {}          # temporary name -> DStmt
+    names = {s.name for s in stmts} | set(avoid)
+
+    def rewrite(e, enclosing: dict, may_hoist: bool, top: bool = False):
+        match e:
+            case DReduce(op=op, var=v, extent=ext, body=b):
+                free = [x for x in enclosing if x in free_index_vars(e)]
+                key = (canonical_key(e, {x: sp.Symbol(f"_f{k}") for k, x in enumerate(free)}), len(free))
+                if key in hoisted and not top:
+                    return DRead(hoisted[key], tuple(free))
+                new = DReduce(op, v, ext, rewrite(b, {**enclosing, v: ext}, may_hoist))
+                if may_hoist and not top and any(x not in free for x in enclosing):
+                    name, k = "s", 1
+                    while name in names:
+                        k += 1
+                        name = f"s{k}"
+                    names.add(name)
+                    hoisted[key] = name
+                    found[name] = DStmt(name, tuple(free), tuple(enclosing[x] for x in free), new, "temp")
+                    return DRead(name, tuple(free))
+                return new
+            case DOp(op=op, args=args):
+                return DOp(op, tuple(rewrite(a, enclosing, may_hoist) for a in args))
+            case DSelect(cond=c, then=t, other=o):
+                return DSelect(c, rewrite(t, enclosing, False), rewrite(o, enclosing, False))
+        return e
+
+    def domain(st: DStmt) -> dict:
+        return {v: n for v, n in zip(st.vars, st.shape)}
+
+    for st in stmts:                                   # discover what to hoist
+        rewrite(st.body, domain(st), True)
+    for name, t in list(found.items()):                # temporaries reuse each other
+        found[name] = DStmt(t.name, t.vars, t.shape, rewrite(t.body, domain(t), False, top=True), "temp")
+    result: list[DStmt] = []
+    emitted: set = set()
+
+    def emit_deps(e):                                  # each temporary right before its first user
+        match e:
+            case DRead(array=a) if a in found and a not in emitted:
+                emitted.add(a)
+                emit_deps(found[a].body)
+                result.append(found[a])
+            case DOp(args=args):
+                for x in args:
+                    emit_deps(x)
+            case DReduce(body=b):
+                emit_deps(b)
+            case DSelect(then=t, other=o):
+                emit_deps(t)
+                emit_deps(o)
+
+    for st in stmts:
+        body = rewrite(st.body, domain(st), False, top=st.role == "temp")
+        emit_deps(body)
+        result.append(DStmt(st.name, st.vars, st.shape, body, st.role))
+    return result
+
+
+def children(e) -> tuple:
+    match e:
+        case DOp(args=args):
+            return tuple(args)
+        case DReduce(body=b):
+            return (b,)
+        case DSelect(then=t, other=o):
+            return (t, o)
+    return ()
+
+
+def substitute(e, sub: dict):
+    """xreplace on every index, extent and condition of a DNF expression."""
+    if not sub:
+        return e
+    match e:
+        case DRead(array=a, index=idx):
+            return DRead(a, tuple(sp.sympify(i).xreplace(sub) for i in idx))
+        case DIndex(expr=x):
+            return DIndex(sp.sympify(x).xreplace(sub))
+        case DOp(op=op, args=args):
+            return DOp(op, tuple(substitute(a, sub) for a in args))
+        case DReduce(op=op, var=v, extent=ext, body=b):
+            return DReduce(op, v, sp.sympify(ext).xreplace(sub), substitute(b, sub))
+        case DSelect(cond=c, then=t, other=o):
+            return DSelect(sp.sympify(c).xreplace(sub), substitute(t, sub), substitute(o, sub))
+    return e
+
+
+def hoist_guards(stmts: tuple) -> tuple:
+    """The pass over whole statements: every statement's guards hoisted."""
+    return tuple(DStmt(st.name, st.vars, st.shape, hoist_selects(st.body), st.role) for st in stmts)
+
+
+# the DNF passes, in order (moac.driver runs them between to_dnf and the plans)
+PASSES = (hoist_guards,)

@@ -1,0 +1,45 @@
+"""The back half's driver: one line per stage, every intermediate kept.
+
+    DNF --DNF passes, plans--> Schedule --count--> Counts
+        --to_cunit--> C unit (the one sympy -> C crossing) --to_c--> C text --build--> Kernel
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .emit.codegen import Signature, signature, to_c
+from .emit.freeze import CUnit, to_cunit
+from .options import Options
+from .schedule import to_schedule
+from .schedule.counts import Counts, count
+from .schedule.ir import Schedule
+from .schedule.onf import ONF
+from .targets import get_target
+
+
+@dataclass(frozen=True)
+class Artifacts:
+    options: Options
+    schedule: Schedule
+    counts: Counts
+    onf: ONF
+    cunit: CUnit
+    signature: Signature
+    c_source: str
+
+
+def lower(dnf, opts: Options) -> Artifacts:
+    target = get_target(opts.target)
+    sched = to_schedule(dnf, opts)              # stage 4: DNF passes, a plan -> Schedule
+    counts = count(sched)                        # traffic, flops, coalescing: pure functions of it
+    if os.environ.get("MOAC_VERIFY") == "1":
+        from .verify import verify_schedule
+        verify_schedule(sched)
+    unit = to_cunit(sched, counts, target)       # stage 5a: Schedule -> C IR
+    sig = signature(sched)
+    src = to_c(unit, sig, target)                # stage 5b: C IR -> C text
+    if os.environ.get("MOAC_VERIFY") == "1":
+        from .verify import verify_cunit
+        verify_cunit(unit)
+    return Artifacts(opts, sched, counts, ONF(sched, counts, opts.mapping), unit, sig, src)

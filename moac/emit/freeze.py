@@ -1,0 +1,284 @@
+"""Schedule -> C IR (stage 5a): the one place where sympy becomes C.
+
+Every integer index expression is printed here (64-bit arithmetic; floor division and
+mod through helpers where an operand can be negative), every level is spelled by the
+target, and the C unit that comes out holds no sympy: codegen, build and the call path
+work on it alone.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from .. import ops
+from ..errors import RewriteError
+from ..schedule.ir import (Const, Guard, IndexValue, Let, LetIndex, Local, Loop, Op, Read, Schedule, Scope,
+                           Select, Serial, Set, Store)
+from . import cir
+
+def gamma_c(index: tuple, shape: tuple):
+    """γ(index; shape) as C, in the same order as gamma_text."""
+    out = None
+    for k, i in enumerate(index):
+        i = sp.sympify(i)
+        if i == 0:
+            continue
+        term = freeze(i)
+        for s in shape[k + 1:]:
+            if s != 1:
+                term = cir.Bin("*", term, freeze(s))
+        out = term if out is None else cir.Bin("+", out, term)
+    return out if out is not None else cir.Int(0)
+
+
+def mangle(name: str) -> str:
+    """User identifiers reach C only with a trailing underscore (never a keyword or one of
+    ours); moac's own buffers ('@p', '@m_part') become moac_p, moac_m_part, which no
+    mangled user name can equal."""
+    if name.startswith("@"):
+        return "moac_" + name[1:]
+    return name + "_"
+
+
+def shown(name: str) -> str:
+    """A buffer's name in the dumps."""
+    return name.lstrip("@")
+
+
+def freeze(e) -> object:
+    """sympy integer expression -> cir (int64 arithmetic)."""
+    e = sp.sympify(e)
+    if e.is_Integer:
+        return cir.Int(int(e))
+    if isinstance(e, sp.Symbol):
+        return cir.Var(e.name if isinstance(e, sp.Dummy) else mangle(e.name))
+    if isinstance(e, sp.Add):
+        terms = sorted(e.args, key=lambda t: (t.is_Number, sp.default_sort_key(t)))
+        out = freeze(terms[0])
+        for t in terms[1:]:
+            if t.is_Number and t < 0:
+                out = cir.Bin("-", out, cir.Int(int(-t)))
+            elif isinstance(t, sp.Mul) and t.args[0].is_Number and t.args[0] < 0:
+                out = cir.Bin("-", out, freeze(-t))
+            else:
+                out = cir.Bin("+", out, freeze(t))
+        return out
+    if isinstance(e, sp.Mul):
+        c, rest = e.as_coeff_Mul()
+        if c == -1:
+            return cir.Neg(freeze(rest))
+        factors = sorted(sp.Mul.make_args(e), key=lambda t: (not t.is_Number, sp.default_sort_key(t)))
+        out = freeze(factors[0])
+        for f in factors[1:]:
+            out = cir.Bin("*", out, freeze(f))
+        return out
+    if isinstance(e, sp.Pow) and e.exp.is_Integer and e.exp > 0:
+        out = freeze(e.base)
+        for _ in range(int(e.exp) - 1):
+            out = cir.Bin("*", out, freeze(e.base))
+        return out
+    if isinstance(e, sp.floor):
+        num, den = sp.fraction(sp.together(e.args[0]))
+        if num.is_nonnegative and den.is_nonnegative and den != 0:   # C truncation is the floor here
+            return cir.Bin("/", freeze(num), freeze(den))
+        return cir.Call("moac_floordiv", (freeze(num), freeze(den)))
+    if isinstance(e, sp.ceiling):
+        num, den = sp.fraction(sp.together(e.args[0]))
+        return cir.Call("moac_ceildiv", (freeze(num), freeze(den)))
+    if isinstance(e, sp.Mod):
+        if e.args[0].is_nonnegative and e.args[1].is_nonnegative and e.args[1] != 0:
+            return cir.Bin("%", freeze(e.args[0]), freeze(e.args[1]))
+        return cir.Call("moac_mod", (freeze(e.args[0]), freeze(e.args[1])))
+    if isinstance(e, (sp.Max, sp.Min)):
+        fn = "moac_imax" if isinstance(e, sp.Max) else "moac_imin"
+        args = list(e.args)
+        out = freeze(args[0])
+        for a in args[1:]:
+            out = cir.Call(fn, (out, freeze(a)))
+        return out
+    raise RewriteError(f"cannot generate C for the index expression {e}")
+
+
+def freeze_cond(c) -> object:
+    c = sp.sympify(c)
+    if c is sp.true:
+        return cir.Int(1)
+    if c is sp.false:
+        return cir.Int(0)
+    if isinstance(c, sp.And):
+        out = freeze_cond(c.args[0])
+        for a in c.args[1:]:
+            out = cir.Bin("&&", out, freeze_cond(a))
+        return out
+    if isinstance(c, sp.Or):
+        out = freeze_cond(c.args[0])
+        for a in c.args[1:]:
+            out = cir.Bin("||", out, freeze_cond(a))
+        return out
+    ops = {sp.StrictLessThan: "<", sp.LessThan: "<=", sp.StrictGreaterThan: ">", sp.GreaterThan: ">=",
+           sp.Equality: "==", sp.Unequality: "!="}
+    for cls, op in ops.items():
+        if isinstance(c, cls):
+            return cir.Bin(op, freeze(c.lhs), freeze(c.rhs))
+    raise RewriteError(f"cannot generate C for the condition {c}")
+
+
+def var_name(v) -> str:
+    """A loop or index variable in C: moac's own (sympy Dummy) as they are, the DNF's mangled."""
+    return v.name if isinstance(v, sp.Dummy) else mangle(v.name)
+
+
+# --------------------------------------------------------------------------- the C unit
+
+
+@dataclass(frozen=True, slots=True)
+class CKernel:
+    name: str
+    comment: str
+    code: tuple          # cir statements: the parallel region and what surrounds it
+    arrays: tuple        # C names of the arrays it touches
+
+
+@dataclass(frozen=True, slots=True)
+class Scratch:
+    cname: str
+    count: str           # elements, as a C expression
+
+
+@dataclass(frozen=True, slots=True)
+class CUnit:
+    """A Schedule frozen into C IR: everything codegen prints, nothing symbolic."""
+    target: str
+    plan: str
+    filename: str
+    ctype: str
+    kernels: tuple       # CKernel
+    scratch: tuple       # Scratch
+    prologue: tuple      # cir declarations of the run-time choices
+    summary: tuple       # header comment lines
+    sizes: dict          # array name -> element count as a C expression (data regions)
+
+
+class _Freezer:
+    def __init__(self, s: Schedule, target):
+        self.t = target
+        self.bufs = {b.name: b for b in s.buffers}
+        self.ctype = "double" if s.dtype == "f64" else "float"
+        self.suffix = "f" if self.ctype == "float" else ""
+
+    def expr(self, e):
+        match e:
+            case Read(array=a, index=idx):
+                buf = self.bufs[a]
+                load = cir.Load(mangle(a), gamma_c(idx, buf.shape))
+                return cir.Call(f"moac_{buf.dtype}_to_f32", (load,)) if buf.dtype in ("f16", "bf16") else load
+            case Const(value=v):
+                return cir.Num(float(v))
+            case IndexValue(expr=x):
+                return cir.Cast(self.ctype, freeze(x))
+            case Local(name=n):
+                return cir.Var(n)
+            case Select(test=t, a=a, b=b):
+                return cir.Cond(self.expr(t), self.expr(a), self.expr(b))
+            case Op(op=op, args=args):
+                xs = [self.expr(a) for a in args]
+                o = ops.OPS[op]
+                if o.c_infix:
+                    return cir.Bin(o.c_infix, xs[0], xs[1])
+                if op == "neg":
+                    return cir.Neg(xs[0])
+                if op == "recip":
+                    return cir.Bin("/", cir.Num(1.0), xs[0])
+                if o.c_fn:
+                    return cir.Call(o.c_fn + self.suffix, tuple(xs))
+                raise RewriteError(f"no C for the scalar function {op}")
+        raise TypeError(e)
+
+    def stmts(self, body, arrays: tuple) -> tuple:
+        return tuple(self.stmt(st, arrays) for st in body)
+
+    def stmt(self, st, arrays: tuple):
+        match st:
+            case Let(name=n, value=v):
+                return cir.Decl(self.ctype, n, None if v is None else self.expr(v))
+            case LetIndex(var=v, value=x):
+                return cir.Decl("int64_t", var_name(v), freeze(x))
+            case Set(name=n, value=v):
+                return cir.Assign(n, self.expr(v))
+            case Store(array=a, index=idx, value=v):
+                return cir.Store(mangle(a), gamma_c(idx, self.bufs[a].shape), self.expr(v))
+            case Guard(cond=c, then=t, other=o):
+                return cir.If(freeze_cond(c), self.stmts(t, arrays), self.stmts(o, arrays))
+            case Serial(body=b):
+                return cir.Block(self.stmts(b, arrays), self.t.serial_pragma(arrays))
+            case Scope(body=b):
+                return cir.Block(self.stmts(b, arrays))
+            case Loop():
+                return self.loop(st, arrays, outermost_gang=True)
+        raise TypeError(st)
+
+    def loop(self, lp: Loop, arrays: tuple, outermost_gang: bool):
+        if lp.level == "gang":
+            chain, inner = 1, lp
+            while len(inner.body) == 1 and isinstance(inner.body[0], Loop) and inner.body[0].level == "gang":
+                chain, inner = chain + 1, inner.body[0]
+            pragma = self.t.gang_pragma(chain, arrays) if outermost_gang else None
+            if len(lp.body) == 1 and isinstance(lp.body[0], Loop) and lp.body[0].level == "gang":
+                body = (self.loop(lp.body[0], arrays, outermost_gang=False),)
+            else:
+                body = self.stmts(lp.body, arrays)
+        else:
+            pragma = self.t.vector_pragma(lp.reduce) if lp.level == "vector" else \
+                self.t.seq if lp.level == "seq" else None
+            body = self.stmts(lp.body, arrays)
+        return cir.For(var_name(lp.var), freeze(lp.extent), body, pragma, lp.note or None, freeze(lp.start))
+
+
+def _arrays(body, out: set) -> set:
+    """The buffers a Schedule subtree touches."""
+    for st in body:
+        match st:
+            case Store(array=a, value=v):
+                out.add(a)
+                _expr_arrays(v, out)
+            case Let(value=v) | Set(value=v):
+                _expr_arrays(v, out)
+            case Guard(then=t, other=o):
+                _arrays(t, out)
+                _arrays(o, out)
+            case Loop(body=b) | Serial(body=b) | Scope(body=b):
+                _arrays(b, out)
+    return out
+
+
+def _expr_arrays(e, out: set):
+    match e:
+        case Read(array=a):
+            out.add(a)
+        case Op(args=args):
+            for x in args:
+                _expr_arrays(x, out)
+        case Select(test=t, a=a, b=b):
+            for x in (t, a, b):
+                _expr_arrays(x, out)
+
+
+def to_cunit(s: Schedule, counts, target) -> CUnit:
+    """Freeze a Schedule (and its counts, for the header) into a C unit."""
+    f = _Freezer(s, target)
+    kernels = []
+    for k in s.kernels:
+        arrays = tuple(mangle(a) for a in sorted(_arrays(k.body, set())))
+        kernels.append(CKernel(k.name, k.comment, f.stmts(k.body, arrays), arrays))
+    if target.lower is not None:
+        kernels = target.lower(kernels)
+    scratch = tuple(Scratch(mangle(b.name), cir.expr(freeze(b.size))) for b in s.buffers if b.role == "scratch")
+    prologue = tuple(cir.Decl("int64_t", var_name(c.var), cir.Call(c.rule, tuple(freeze(a) for a in c.args)))
+                     for c in s.choices)
+    summary = [f"traffic {str(counts.traffic)} bytes (minimum {str(counts.minimum)})"]
+    if s.fixed:
+        summary.append("fixed sizes: " + ", ".join(f"{k} = {v}" for k, v in s.fixed.items()))
+    sizes = {b.name: cir.expr(freeze(b.size)) for b in s.buffers}
+    return CUnit(target.name, s.description, s.dnf.program.source.filename, f.ctype, tuple(kernels), scratch,
+                 prologue, tuple(summary), sizes)

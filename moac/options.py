@@ -1,0 +1,24 @@
+"""The options of one compilation: frozen and hashable, the key of every cache."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    target: str = "openacc"
+    sizes: tuple = ()            # (name, int) pairs, sorted: sizes fixed at compile time
+    mapping: str = "auto"        # auto | naive (vector lanes over reduction axes)
+    unroll: int = 4              # tokens per pass of the split-K score loop
+    storage: tuple = ()          # (input, dtype) pairs overriding declared dtypes (cost studies)
+    share_kv: bool = False       # GQA: query heads of one KV head share a gang
+
+    @staticmethod
+    def make(target: str = "openacc", sizes: dict | None = None, mapping: str = "auto", unroll: int = 4,
+             storage: dict | None = None, share_kv: bool = False) -> "Options":
+        return Options(target, tuple(sorted((sizes or {}).items())), mapping, int(unroll),
+                       tuple(sorted((storage or {}).items())), bool(share_kv))
+
+    @property
+    def size_dict(self) -> dict:
+        return dict(self.sizes)

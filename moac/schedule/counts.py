@@ -1,0 +1,200 @@
+"""Counts as pure functions of the Schedule: every access with its γ offset, the
+γ-difference between adjacent lanes and its verdict, footprints, DRAM traffic per kernel
+and its minimum, and flops.
+
+Traffic model: each kernel moves every distinct element it touches once (a perfect
+cache within a kernel, none between kernels); an access's distinct elements are counted
+in the DNF's variables over the kernel's domain, narrowed by the guards around it.
+Flops: every scalar operator of moac.ops costs its `flops`, times the iterations of the
+loops around it (a lifted loop counts what its lifting covers, `Loop.count`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from .. import ops
+from ..dtypes import BYTES as DTYPE_BYTES
+from ..front.sizes import resolve
+from .index import footprint, gamma, gamma_text, lane_diff, narrow_update, needed_reads, size_key, verdict
+from .ir import Guard, Let, LetIndex, Loop, Op, Read, Schedule, Scope, Select, Serial, Set, Store
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    kernel: str
+    array: str
+    offset: sp.Expr      # γ offset in elements
+    index: tuple         # the ψ index it implements (code variables)
+    logical: tuple       # the same in the DNF's variables
+    text: str            # the offset as γ reads it: l·dk + j
+    write: bool
+    lanes: str | None    # the variable the vector lanes step
+    diff: sp.Expr | None # γ-difference between adjacent lanes
+    extents: tuple = ()  # (variable, number of values) where the access happens, guards applied
+
+    @property
+    def verdict(self) -> str:
+        return verdict(self.diff)
+
+
+@dataclass(frozen=True, slots=True)
+class LoopInfo:
+    var: str
+    extent: sp.Expr
+    level: str
+    meaning: str
+    depth: int
+
+
+@dataclass(frozen=True, slots=True)
+class KernelCounts:
+    name: str
+    comment: str
+    loops: tuple         # LoopInfo, in tree order
+    accesses: tuple      # Access, in tree order
+    arrays: tuple        # names of the buffers it touches, sorted
+    flops: sp.Expr
+    traffic: sp.Expr     # DRAM bytes, all buffers
+    scratch: sp.Expr     # of which to and from scratch buffers
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    kernels: tuple
+    traffic: sp.Expr
+    minimum: sp.Expr
+    flops: sp.Expr
+
+    @property
+    def scratch_traffic(self) -> sp.Expr:
+        return sp.expand(sum((k.scratch for k in self.kernels), sp.Integer(0)))
+
+    @property
+    def compulsory(self) -> sp.Expr:
+        """Traffic to and from the inputs and outputs."""
+        return sp.expand(self.traffic - self.scratch_traffic)
+
+    @property
+    def minimal(self) -> bool:
+        return sp.expand(self.traffic - self.minimum) == 0
+
+    @property
+    def compulsory_minimal(self) -> bool:
+        return sp.expand(self.compulsory - self.minimum) == 0
+
+
+def _expr_flops(e) -> sp.Expr:
+    match e:
+        case Op(op=op, args=args):
+            return ops.OPS[op].flops + sum((_expr_flops(a) for a in args), sp.Integer(0))
+        case Select(test=t, a=a, b=b):
+            return _expr_flops(t) + _expr_flops(a) + _expr_flops(b)
+    return sp.Integer(0)
+
+
+def _expr_reads(e, out: list):
+    match e:
+        case Read():
+            out.append(e)
+        case Op(args=args):
+            for a in args:
+                _expr_reads(a, out)
+        case Select(test=t, a=a, b=b):
+            for x in (t, a, b):
+                _expr_reads(x, out)
+    return out
+
+
+def count_kernel(s: Schedule, kernel) -> KernelCounts:
+    bufs = {b.name: b for b in s.buffers}
+    accesses, loops = [], []
+    flops = [sp.Integer(0)]
+
+    def access(a, write: bool, lanes, ext: dict):
+        buf = bufs[a.array]
+        off = gamma(a.index, buf.shape)
+        accesses.append(Access(kernel.name, a.array, off, a.index, a.logical, gamma_text(a.index, buf.shape), write,
+                               lanes.name if lanes is not None else None,
+                               lane_diff(off, lanes) if lanes is not None else None, tuple(ext.items())))
+
+    def expr(e, trip, lanes, ext):
+        flops[0] += trip * _expr_flops(e)
+        for r in _expr_reads(e, []):
+            access(r, False, lanes, ext)
+
+    def walk(body, trip, lanes, ext: dict, depth: int):
+        for st in body:
+            match st:
+                case Let(value=v) | Set(value=v):
+                    if v is not None:
+                        expr(v, trip, lanes, ext)
+                case LetIndex():
+                    pass
+                case Store(value=v):
+                    expr(v, trip, lanes, ext)
+                    access(st, True, lanes, ext)
+                case Guard(cond=c, then=t, other=o):
+                    c = sp.sympify(c)
+                    if isinstance(c, sp.StrictLessThan) and c.lhs in ext:
+                        v, a = c.lhs, c.rhs
+                        walk(t, trip, lanes, {**ext, v: a}, depth)
+                        walk(o, trip, lanes, {**ext, v: ext[v] - a}, depth)
+                    else:
+                        walk(t, trip, lanes, ext, depth)
+                        walk(o, trip, lanes, ext, depth)
+                case Loop():
+                    loops.append(LoopInfo(st.var.name, sp.sympify(st.extent), st.level, st.note, depth))
+                    inner = (st.lanes or st.var) if st.level == "vector" else lanes
+                    walk(st.body, trip * st.count, inner, {**ext, **dict(st.binds)}, depth + 1)
+                case Serial(body=b) | Scope(body=b):
+                    walk(b, trip, lanes, ext, depth)
+                case _:
+                    raise TypeError(st)
+
+    walk(kernel.body, sp.Integer(1), None, dict(kernel.domain), 0)
+    arrays = tuple(sorted({a.array for a in accesses}))
+    traffic, scratch = sp.Integer(0), sp.Integer(0)
+    for arr in arrays:
+        buf = bufs[arr]
+        if buf.placement != "DRAM":
+            continue
+        for write in (False, True):
+            accs = [a for a in accesses if a.array == arr and a.write == write]
+            if accs:
+                fps = [footprint(a.logical, buf.shape, dict(a.extents)) for a in accs]
+                moved = min(max(fps, key=size_key), buf.size, key=size_key) * DTYPE_BYTES[buf.dtype]
+                traffic += moved
+                if buf.role == "scratch":
+                    scratch += moved
+    return KernelCounts(kernel.name, kernel.comment, tuple(loops), tuple(accesses), arrays, sp.expand(flops[0]),
+                        sp.expand(traffic), sp.expand(scratch))
+
+
+def minimum(s: Schedule) -> sp.Expr:
+    """Each input element the outputs depend on read once, each output element written
+    once (an update writes only the rows that change)."""
+    d, prog = s.dnf, s.dnf.program
+    bufs = {b.name: b for b in s.buffers}
+    subs = resolve(prog, s.fixed)
+    total = sp.Integer(0)
+    need = needed_reads(d, subs)
+    for i in prog.inputs:
+        total += need.get(i.name, sp.Integer(0)) * DTYPE_BYTES[bufs[i.name].dtype]
+    for name, _ in prog.outputs:
+        total += bufs[name].size * DTYPE_BYTES[s.dtype]
+    for st in s.statements:
+        if st.role != "update":
+            continue
+        _, starts = narrow_update(st, st.body)
+        rows = [(sp.sympify(n) - sp.sympify(starts.get(v, 0))).xreplace(subs) for v, n in zip(st.vars, st.shape)]
+        total += sp.Mul(*rows) * DTYPE_BYTES[bufs[st.name].dtype]
+    return sp.expand(total)
+
+
+def count(s: Schedule) -> Counts:
+    ks = tuple(count_kernel(s, k) for k in s.kernels)
+    traffic = sp.expand(sum((k.traffic for k in ks), sp.Integer(0)))
+    flops = sp.expand(sum((k.flops for k in ks), sp.Integer(0)))
+    return Counts(ks, traffic, minimum(s), flops)

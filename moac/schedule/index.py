@@ -1,0 +1,153 @@
+"""Index analysis on the DNF and the Schedule: γ offsets, the γ-difference between
+adjacent lanes, footprints (distinct elements a ψ-selection touches over a loop domain),
+the minimum reads of a DNF, and the rows an update leaves unchanged.  sympy only."""
+from __future__ import annotations
+
+import sympy as sp
+
+from ..dnf import DNF, DOp, DRead, DReduce, DSelect, DStmt, fmt_index
+
+def gamma(index: tuple, shape: tuple) -> sp.Expr:
+    """Row-major γ: Σ_k i_k · Π_{j>k} s_j."""
+    off = sp.Integer(0)
+    for i, s in zip(index, shape):
+        off = off * s + i
+    return sp.expand(off)
+
+
+def lane_diff(offset: sp.Expr, var: sp.Symbol) -> sp.Expr:
+    return sp.simplify(sp.expand(offset.xreplace({var: var + 1}) - offset))
+
+
+_INTERNAL: dict = {}
+
+
+def internal(name: str) -> sp.Symbol:
+    """A loop variable moac introduces: a sympy Dummy, so never equal to a user's index
+    variable of the same name, and printed into C unmangled."""
+    if name not in _INTERNAL:
+        _INTERNAL[name] = sp.Dummy(name, integer=True, nonnegative=True)
+    return _INTERNAL[name]
+
+
+def gamma_text(index: tuple, shape: tuple) -> str:
+    """γ(index; shape) in its natural reading order: l·dk + j."""
+    terms = []
+    for k, i in enumerate(index):
+        strides = [s for s in shape[k + 1:] if s != 1]
+        i = sp.sympify(i)
+        if i == 0:
+            continue
+        it = fmt_index(i)
+        if not (i.is_Atom or isinstance(i, (sp.Mul, sp.floor, sp.Mod, sp.ceiling))):
+            it = f"({it})"
+        terms.append("·".join([it] + [fmt_index(s) if sp.sympify(s).is_Atom else f"({fmt_index(s)})"
+                                       for s in strides]))
+    return " + ".join(terms) if terms else "0"
+
+
+def distinct_values(e, extents: dict):
+    """How many distinct values an index component takes when its loop variables run
+    over their extents; None when the form is not recognised."""
+    e = sp.sympify(e)
+    syms = [v for v in e.free_symbols if v in extents]
+    if not syms:
+        return sp.Integer(1)
+    if len(syms) != 1:
+        return None
+    v = syms[0]
+    n = extents[v]
+    step = sp.expand(e.xreplace({v: v + 1}) - e)
+    if step in (1, -1):                                    # v + c, c − v
+        return n
+    if isinstance(e, sp.floor):                            # ⌊v / c⌋
+        num, den = sp.fraction(sp.together(e.args[0]))
+        if num == v and not den.free_symbols & set(extents):
+            return sp.ceiling(n / den)
+    if isinstance(e, sp.Mod) and e.args[0] == v and not e.args[1].free_symbols & set(extents):
+        return sp.Min(e.args[1], n)
+    return None
+
+
+def footprint(index: tuple, shape: tuple, extents: dict) -> sp.Expr:
+    """Distinct elements a ψ-selection touches over a loop domain: the product over the
+    axes of the distinct values of each index component (the axis length where the
+    component is not recognised), never more than the array."""
+    total = sp.Integer(1)
+    for i, n in zip(index, shape):
+        d = distinct_values(i, extents)
+        total *= n if d is None else d
+    size = sp.Mul(*shape) if shape else sp.Integer(1)
+    over = sp.expand(total - size)
+    return size if (over.is_nonnegative or (over.is_number and over >= 0)) else total
+
+
+def needed_reads(d: DNF, subs: dict) -> dict:
+    """For each input, the elements the outputs depend on (the DNF's read footprint)."""
+    shapes = {i.name: tuple(sp.sympify(x).xreplace(subs) for x in i.shape) for i in d.program.inputs}
+    need: dict = {}
+
+    def walk(e, ext):
+        match e:
+            case DRead(array=a, index=idx) if a in shapes:
+                f = footprint(tuple(sp.sympify(x).xreplace(subs) for x in idx), shapes[a], ext)
+                if a not in need or size_key(f) > size_key(need[a]):
+                    need[a] = f
+            case DOp(args=args):
+                for x in args:
+                    walk(x, ext)
+            case DReduce(var=v, extent=n, body=b):
+                walk(b, {**ext, v: sp.sympify(n).xreplace(subs)})
+            case DSelect(cond=c, then=t, other=o):
+                c = sp.sympify(c).xreplace(subs)
+                if isinstance(c, sp.StrictLessThan) and c.lhs in ext:
+                    walk(t, {**ext, c.lhs: c.rhs})
+                    walk(o, {**ext, c.lhs: ext[c.lhs] - c.rhs})
+                else:
+                    walk(t, ext)
+                    walk(o, ext)
+
+    for st in d.stmts:
+        body, starts = narrow_update(st, st.body)
+        walk(body, {v: sp.sympify(n - starts.get(v, 0)).xreplace(subs) for v, n in zip(st.vars, st.shape)})
+    return need
+
+
+def size_key(e):
+    # order symbolic sizes by their value when every size is 64 (a large-ish generic size)
+    v = sp.sympify(e).xreplace({s: 64 for s in sp.sympify(e).free_symbols})
+    try:
+        return float(v)
+    except TypeError:  # pragma: no cover
+        return 0.0
+
+
+def narrow_update(st: DStmt, body) -> tuple:
+    """For an update, the rows it would rewrite with their own values are not written:
+    `⟨i j⟩ψK = (⟨i j⟩ψK if i < n else …)` runs i from n.  Returns (body, {var: start})."""
+    starts: dict = {}
+    if st.role != "update":
+        return body, starts
+    same = DRead(st.name, tuple(st.vars))
+    while isinstance(body, DSelect):
+        c = sp.sympify(body.cond)
+        if body.then == same and isinstance(c, sp.StrictLessThan) and c.lhs in st.vars and c.lhs not in starts:
+            starts[c.lhs] = c.rhs
+            body = body.other
+        elif body.other == same and isinstance(c, sp.GreaterThan) and c.lhs in st.vars and c.lhs not in starts:
+            starts[c.lhs] = c.rhs
+            body = body.then
+        else:
+            break
+    return body, starts
+
+
+def verdict(diff) -> str:
+    """What a γ-difference between adjacent lanes means for the memory system."""
+    if diff is None:
+        return "no vector loop"
+    if diff == 0:
+        return "broadcast (same element in every lane)"
+    if diff == 1:
+        return "coalesced"
+    return f"NOT coalesced (stride {fmt_index(diff)})"

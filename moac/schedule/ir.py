@@ -1,0 +1,217 @@
+"""The Schedule: the ONF as a hardware mapping tree (stage 4's IR).
+
+A Schedule says *how* a DNF is computed: which buffers exist and where they live,
+and for every kernel a tree of loops, each at a hardware level
+
+    gang      independent blocks of work (OpenACC gangs, CUDA blocks, CPU threads)
+    worker    threads of a gang
+    vector    adjacent lanes (a warp); the γ-difference between lanes decides coalescing
+    register  copies unrolled into one thread (accumulators, jammed tokens)
+    seq       a sequential loop
+
+with the liftings ⟨N⟩ → ⟨⌈N/Π⌉ Π⟩ that made them, and the reductions with their combine
+rule.  Indices and extents are sympy expressions over the DNF's variables and sizes;
+there is no C and no pragma text here: a target decides how each level is spelled.
+Counts (traffic, flops, coalescing) are pure functions of this tree (moac.schedule.counts).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+LEVELS = ("gang", "worker", "vector", "register", "seq")
+
+
+# --------------------------------------------------------------------------- scalar expressions
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """A load of buffer[index]; `logical` is the ψ index of the DNF it implements (an
+    unrolled copy's token t₁ maps back to l), which the footprints are counted in."""
+    array: str
+    index: tuple
+    logical: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class IndexValue:
+    """An integer index expression used as a float (ι, an iota value)."""
+    expr: object
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """A scalar operator of moac.ops applied to expressions."""
+    op: str
+    args: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class Local:
+    """A scalar local of the kernel (an accumulator, a score)."""
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Select:
+    """test ? a : b on floats."""
+    test: object
+    a: object
+    b: object
+
+
+# --------------------------------------------------------------------------- statements
+
+
+@dataclass(frozen=True, slots=True)
+class Let:
+    """A float local: `name = value` (value None: declared, assigned in branches)."""
+    name: str
+    value: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class LetIndex:
+    """An integer local: a lifted variable's value (l = g·chunk + c), a span."""
+    var: sp.Symbol
+    value: object
+
+
+@dataclass(frozen=True, slots=True)
+class Set:
+    name: str
+    value: object
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    array: str
+    index: tuple
+    logical: tuple
+    value: object
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """if cond (a sympy relation over index variables) then … else …"""
+    cond: object
+    then: tuple
+    other: tuple = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    """for var in [start, extent) at a hardware level.
+
+    reduce   the accumulators combined across the loop's lanes: ((op, (names…)), …)
+    lanes    the DNF variable that adjacent lanes step by one (a lifted loop's lanes
+             step its DNF axis: d = 32·d_g + d_v), for the γ-difference
+    binds    DNF variables this loop enumerates with their extents (a reduction axis)
+    trip     iterations counted per entry when the lifting makes the extent a bound
+             rather than a count (⌈N/chunk⌉ chunks of chunk tokens count N tokens)
+    """
+    var: sp.Symbol
+    extent: object
+    level: str
+    body: tuple
+    note: str = ""
+    start: object = sp.Integer(0)
+    reduce: tuple = ()
+    lanes: sp.Symbol | None = None
+    binds: tuple = ()
+    trip: object = None
+
+    def __post_init__(self):
+        assert self.level in LEVELS, self.level
+
+    @property
+    def count(self):
+        return (sp.sympify(self.extent) - sp.sympify(self.start)) if self.trip is None else self.trip
+
+
+@dataclass(frozen=True, slots=True)
+class Serial:
+    """A region run by a single thread (a scalar result)."""
+    body: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """A block of statements with local declarations (no parallelism of its own)."""
+    body: tuple
+
+
+# --------------------------------------------------------------------------- the whole
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    name: str
+    role: str            # input | inout | output | scratch
+    dtype: str
+    shape: tuple         # sympy
+    placement: str       # "DRAM" or "registers"
+
+    @property
+    def size(self):
+        return sp.Mul(*self.shape) if self.shape else sp.Integer(1)
+
+
+@dataclass(frozen=True, slots=True)
+class Lift:
+    """A dimension lifting ⟨N⟩ → ⟨outer inner⟩ of DNF axis `var` by `factor`."""
+    var: str
+    extent: object
+    factor: object
+    outer: str
+    inner: str
+    guarded: bool
+    level: str
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """A value chosen at run time: var = rule(args…), e.g. chunk = moac_chunk(n, frames).
+    `rule` names a function of moac.schedule.choices (and the C helper of that name)."""
+    var: sp.Symbol
+    rule: str
+    args: tuple
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    name: str
+    comment: str
+    domain: tuple        # (DNF variable, extent): the iteration space the kernel enumerates
+    body: tuple          # one parallel region (a gang loop nest) or a Serial region
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    dnf: object
+    plan: str            # the plan's name
+    description: str
+    declined: tuple      # (plan name, reason) for every plan tried before it
+    target: str
+    fixed: dict          # size name -> int, fixed at compile time
+    params: tuple        # size names passed at run time
+    dtype: str           # arithmetic dtype (f32 / f64)
+    buffers: tuple
+    kernels: tuple
+    choices: tuple       # Choice: run-time values the kernels use
+    lifts: tuple
+    statements: tuple    # the DNF statements the kernels compute (after the DNF passes)
+    notes: tuple = field(default=())
+
+    def buffer(self, name: str) -> Buffer:
+        for b in self.buffers:
+            if b.name == name:
+                return b
+        raise KeyError(name)

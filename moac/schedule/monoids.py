@@ -1,0 +1,41 @@
+"""Combine rules of reductions, as algebra.
+
+A reduction whose combine is a monoid can be split: any partition of its axis into
+chunks gives partial states that merge into the whole.  moac's plans use
+
+    max      (a, b) ↦ max(a, b),  identity −∞
+    sum      (a, b) ↦ a + b,      identity 0
+    lse      (m, z, o) ⊕ (m′, z′, o′) = (M, z·e^{m−M} + z′·e^{m′−M}, o·e^{m−M} + o′·e^{m′−M}),
+             M = max(m, m′), identity (−∞, 0, 0): the state of Σ_l e^{E_l − max E}·w_l.
+
+`lse_fold` is the n-ary fold of lse over G partial states as Schedule statements:
+M = max_g m_g, Z = Σ_g e^{m_g − M}·z_g, O = Σ_g e^{m_g − M}·o_g, and the result O ÷ Z
+(0 for an empty axis, where Z = 0; otherwise Z ≥ 1 because the maximum contributes e⁰).
+"""
+from __future__ import annotations
+
+import math
+
+from .ir import Const, Let, Local, Loop, Op, Select, Set
+
+
+def _exp_diff(m, M):
+    return Op("exp", (Op("sub", (m, M)),))
+
+
+def lse_fold_scale(g, G, read_m, read_z) -> tuple:
+    """M and Z of G partial states, lanes over the partials g (two vector reductions)."""
+    c1 = Loop(g, G, "vector", (Set("M", Op("max", (Local("M"), read_m()))),), note="global maximum M = max_g m_g",
+              reduce=(("max", ("M",)),))
+    c2 = Loop(g, G, "vector", (Set("Z", Op("add", (Local("Z"), Op("mul", (_exp_diff(read_m(), Local("M")),
+                                                                          read_z()))))),),
+              note="Z = Σ_g exp(m_g − M)·z_g", reduce=(("add", ("Z",)),))
+    return (Let("M", Const(-math.inf)), c1, Let("Z", Const(0.0)), c2)
+
+
+def lse_fold_value(g, G, read_o, read_m) -> tuple:
+    """O = Σ_g e^{m_g − M}·o_g (sequential over g), given M; then the value O ÷ Z."""
+    acc = Loop(g, G, "seq", (Set("o", Op("add", (Local("o"), Op("mul", (read_o(), _exp_diff(read_m(), Local("M"))))))),),
+               note="Σ_g exp(m_g − M)·o_g")
+    value = Select(Op("gt", (Local("Z"), Const(0.0))), Op("div", (Local("o"), Local("Z"))), Const(0.0))
+    return (Let("o", Const(0.0)), acc), value

@@ -1,0 +1,171 @@
+"""The split-K plan for a softmax contraction (flash-decoding).
+
+The contracted axis l (the tokens) is lifted ⟨N⟩ → ⟨⌈N/chunk⌉ chunk⟩ over gangs: each
+gang computes the partial state (m_g, z_g, o_g) of its chunk — the lse monoid of
+moac.schedule.monoids — and a combine kernel folds the states with the monoid's merge,
+Σ_l exp(E_l − m) w_l = Σ_g exp(m_g − m) Σ_{l∈g} exp(E_l − m_g) w_l.  It applies to any
+DNF softmax_match recognises; statements it does not compute (a cache update) go to the
+generic plan.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+from ...dnf import fmt_index
+from ..index import internal
+from ..ir import Choice, Guard, Kernel, LetIndex, Lift, Local, Loop, Serial, Store
+from ..choices import CHUNK
+from ..lower import Names, logical, read
+from ..monoids import lse_fold_scale, lse_fold_value
+from . import generic
+from .generic import VECTOR, gang_nest, outer_reductions
+from .softmax_match import SoftmaxContraction, match_softmax
+from .split_k_passes import exp_sum, max_init, midx, scores, weighted_sum
+
+NAME = "split-K"
+
+
+@dataclass(frozen=True)
+class Match:
+    stmts: tuple        # the statements the kernels compute
+    attn: SoftmaxContraction
+    updates: tuple      # statements left to the generic plan
+
+
+def match(stmts: tuple, ctx, opts):
+    if opts.mapping != "auto":
+        return f"mapping {opts.mapping!r} asks for the generic plan"
+    attn = match_softmax(tuple(st for st in stmts if st.role != "update"))
+    if isinstance(attn, str):
+        return attn
+    return Match(stmts, attn, tuple(st for st in stmts if st.role == "update"))
+
+
+def describe(m: Match) -> str:
+    return "split-K softmax contraction (token axis lifted into gang chunks, log-sum-exp combine)"
+
+
+def kv_group(W, frame: list, frame_ext: tuple):
+    """A frame axis v that W (the weighted values) reads only through ⌊v ÷ c⌋, c a literal
+    ≤ 8 that divides v's extent: GQA's query heads of one KV head.  Returns (v, c) or None.
+    The c heads of a group then share one gang, so every K and V element is loaded once
+    and used c times."""
+    uses: dict = {}
+    for r in generic.dnf_reads(W, []):
+        for ix in r.index:
+            ix = sp.sympify(ix)
+            for v in frame:
+                if v not in ix.free_symbols:
+                    continue
+                floors = [f for f in ix.atoms(sp.floor) if v in f.free_symbols]
+                if ix.xreplace({f: sp.Symbol("_") for f in floors}).has(v):
+                    uses[v] = None                          # v used outside a floor
+                    continue
+                for f in floors:
+                    num, den = sp.fraction(sp.together(f.args[0]))
+                    ok = num == v and den.is_Integer and 2 <= den <= 8
+                    uses[v] = den if ok and uses.get(v, den) == den else None
+    for v, n in zip(frame, frame_ext):
+        c = uses.get(v)
+        if c is not None and sp.fraction(sp.cancel(n / c))[1] == 1:
+            return v, int(c)
+    return None
+
+
+def schedule(ctx, m: Match, opts) -> None:
+    at = m.attn
+    _partials_and_combine(ctx, at, opts)
+    generic.statements(ctx, m.updates)
+    for t in (at.m, at.z):
+        ctx.notes.append(f"temporary {t.name} lives per chunk in registers (as m_g / z_g) and is never stored whole")
+
+
+def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
+    C = internal("chunk")          # tokens per gang, chosen at run time (moac_chunk)
+    N = ctx.spec(at.N)
+    E, W = ctx.spec_expr(at.E), ctx.spec_expr(at.W)
+    frame_ext = ctx.spec(tuple(at.out.shape[:len(at.frame)]))
+    rest_ext = ctx.spec(tuple(at.out.shape[len(at.frame):]))
+    G = sp.ceiling(N / C)
+    fsize = sp.Mul(*frame_ext) if frame_ext else sp.Integer(1)
+    g, c, cn = internal("g"), internal("c"), internal("cn")
+    l = at.l
+    ctx.choices.append(Choice(C, "moac_chunk", (N, fsize)))
+    ctx.notes.append(f"chunk = moac_chunk({fmt_index(N)}, {fmt_index(fsize)}): tokens per gang, a power of two in "
+                     f"16 … {CHUNK} chosen at run time: at most 64 chunks per frame, at most about 8192 gangs")
+    ctx.add_buffer(at.out.name, "output", ctx.spec(tuple(at.out.shape)))
+    ctx.add_buffer("@m_part", "scratch", frame_ext + (G,))
+    ctx.add_buffer("@z_part", "scratch", frame_ext + (G,))
+    ctx.add_buffer("@o_part", "scratch", frame_ext + (G,) + rest_ext)
+    ctx.add_buffer("@p", "scratch", frame_ext + (G * C,))
+    guarded = not (sp.Eq(sp.Mod(N, C), 0) is sp.true)
+    ctx.lifts.append(Lift(l.name, N, C, "g", "c", guarded, "gang (chunks of tokens) × seq/vector"))
+    frame, rest = list(at.frame), list(at.rest)
+    red_vars = [r.var for r in outer_reductions(E, [])]
+    ev = red_vars[0] if red_vars else None
+
+    # ---- kernel 1: partials
+    grp = kv_group(W, frame, frame_ext) if opts.share_kv else None
+    if grp is not None:
+        gv, gc = grp
+        a = internal("a")
+        members = [{sp.floor(gv / gc): a, sp.Mod(gv, gc): sp.Integer(mi), gv: a * gc + mi} for mi in range(gc)]
+        gang_frame = [a if f == gv else f for f in frame]
+        gang_ext = tuple(sp.cancel(n / gc) if f == gv else n for f, n in zip(frame, frame_ext))
+        ctx.notes.append(f"the {gc} values of {gv.name} that read the same rows of the weighted values "
+                         f"({gv.name} = {gc}·a + m, m < {gc}) share one gang: every such row is loaded once and "
+                         f"used {gc} times")
+    else:
+        gv, members, gang_frame, gang_ext = None, [{}], list(frame), tuple(frame_ext)
+    M = len(members)
+    names = Names()
+    pidx = tuple(frame) + (l,)   # p is indexed (frame, g·C + c) = (frame, l)
+    pass1 = scores(names, E, ev, l, pidx, C, opts.unroll, members)
+    pass2 = exp_sum(l, pidx, C, members)
+    pass3 = weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members)
+    stores = []
+    for mi, mem in enumerate(members):
+        fidx = tuple(midx(f, mem) for f in frame) + (g,)
+        stores += [Store("@m_part", fidx, fidx, Local("mg" if M == 1 else f"mg{mi}")),
+                   Store("@z_part", fidx, fidx, Local("zg" if M == 1 else f"zg{mi}"))]
+    gang_body = (LetIndex(cn, sp.Min(C, N - g * C)),) + max_init(members) + pass1 + pass2 + pass3 + tuple(stores)
+    # the chunk loop is outermost, so gangs that share rows of the inputs (the rows of a
+    # query block, say) are launched next to each other
+    loops = [(g, G, f"lifted token axis: ⟨{fmt_index(N)}⟩ → ⟨⌈{fmt_index(N)}/chunk⌉ chunk⟩, {l.name} = g·chunk + c",
+              sp.Integer(0), N / C)]      # the chunks count N tokens
+    loops += [(v, n, f"DNF frame axis {v.name} < {fmt_index(n)}" if v in frame else f"groups of {M}: {gv.name} = "
+               f"{M}·a + m", sp.Integer(0)) for v, n in zip(gang_frame, gang_ext)]
+    nest = gang_nest(loops, gang_body)
+    domain = tuple(zip(gang_frame, gang_ext)) + ((g, G), (l, N)) + tuple(zip(rest, rest_ext))
+    ctx.kernels.append(Kernel("k1_partials", "per-chunk partials of the softmax contraction (max, sum, weighted sum)"
+                              + (f", {M} heads per gang" if M > 1 else ""), domain, nest))
+
+    # ---- kernel 2: the lse fold of the chunk partials
+    mf = tuple(frame) + (g,)
+    scale = lse_fold_scale(g, G, lambda: read("@m_part", mf), lambda: read("@z_part", mf))
+    last, n_last = (rest[-1], rest_ext[-1]) if rest else (None, None)
+    v, db = internal("v"), internal("db")
+    sub = {last: db * VECTOR + v} if rest else {}
+    back = {v: last, db: 0} if rest else {}
+    out_idx = tuple(sp.sympify(x).xreplace(sub) for x in at.out.vars)
+    o_idx = tuple(frame) + (g,) + tuple(sp.sympify(x).xreplace(sub) for x in rest)
+    fold, value = lse_fold_value(g, G, lambda: read("@o_part", o_idx, back), lambda: read("@m_part", mf, back))
+    body4: tuple = fold + (Store(at.out.name, out_idx, logical(out_idx, back), value),)
+    loops2 = [(x, n, f"DNF frame axis {x.name} < {fmt_index(n)}", sp.Integer(0)) for x, n in zip(frame, frame_ext)]
+    if rest:
+        guarded = not (sp.Eq(sp.Mod(n_last, VECTOR), 0) is sp.true)
+        lane_body = (Guard(sp.StrictLessThan(db * VECTOR + v, n_last), body4),) if guarded else body4
+        body4 = (Loop(v, VECTOR, "vector", lane_body, note=f"vector lanes: {last.name} = db·{VECTOR} + v",
+                      trip=sp.Integer(VECTOR)),)
+        for x, n in reversed(list(zip(rest[:-1], rest_ext[:-1]))):
+            body4 = (Loop(x, n, "seq", body4, note=f"DNF axis {x.name} < {fmt_index(n)}"),)
+        loops2.append((db, sp.ceiling(n_last / VECTOR), f"lifted output axis {last.name}: ⟨{fmt_index(n_last)}⟩ → "
+                       f"⟨⌈{fmt_index(n_last)}/{VECTOR}⌉ {VECTOR}⟩", sp.Integer(0), n_last / VECTOR))
+        ctx.lifts.append(Lift(last.name, n_last, VECTOR, "db", "v", guarded,
+                              f"combine kernel: gang × vector, {last.name} = db·{VECTOR} + v"))
+    nest2 = gang_nest(loops2, scale + body4) if loops2 else (Serial(scale + body4),)
+    domain2 = tuple(zip(frame, frame_ext)) + ((g, G),) + tuple(zip(rest, rest_ext))
+    ctx.kernels.append(Kernel("k2_combine", "log-sum-exp merge of the chunk partials", domain2, nest2))
+

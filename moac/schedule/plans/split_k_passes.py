@@ -1,0 +1,180 @@
+"""The three passes of a split-K chunk (moac.schedule.plans.split_k): scores with the
+chunk maximum, exp and the chunk sum, and the weighted sum."""
+from __future__ import annotations
+
+import math
+
+import sympy as sp
+
+from ...dnf import fmt_index
+from ...dnf.passes import substitute
+from ..index import internal
+from ..ir import Const, Let, LetIndex, Lift, Local, Loop, Op, Set, Store
+from ..lower import logical, lower, read
+from .generic import VECTOR, outer_reductions
+
+
+def msub(e, sub: dict):
+    """Apply a group-member substitution to a DNF expression (floors and mods first)."""
+    if not sub:
+        return e
+    first = {k: x for k, x in sub.items() if not isinstance(k, sp.Symbol)}
+    rest = {k: x for k, x in sub.items() if isinstance(k, sp.Symbol)}
+    return substitute(substitute(e, first), rest) if first else substitute(e, rest)
+
+
+def midx(ix, sub: dict):
+    ix = sp.sympify(ix)
+    first = {k: x for k, x in sub.items() if not isinstance(k, sp.Symbol)}
+    rest = {k: x for k, x in sub.items() if isinstance(k, sp.Symbol)}
+    return sp.expand(ix.xreplace(first).xreplace(rest)) if sub else ix
+
+
+def scores(names, E, ev, l, pidx: tuple, C, U: int, members: list) -> tuple:
+    """Pass 1: the score of every token of the chunk into p, and the chunk maximum mg, for
+    every group member.  With U > 1 the token loop is unrolled by U and the U × members
+    score reductions are jammed into one vector loop with independent accumulators (more
+    loads in flight per lane; a K row loaded once serves every member); a remainder loop
+    handles cn mod U tokens."""
+    M = len(members)
+    g, c, cq, cn = internal("g"), internal("c"), internal("cq"), internal("cn")
+
+    def mg(mi):
+        return "mg" if M == 1 else f"mg{mi}"
+
+    def one(tok, mi: int, sc: str, subst: dict):
+        sub = members[mi]
+        Eu = substitute(msub(E, sub), {l: tok}) if tok != l else msub(E, sub)
+        pre, sx = lower(Eu, names, vector_var=ev, subst=subst)
+        idx = tuple(tok if x == l else midx(x, sub) for x in pidx)
+        after = [Let(sc, sx), Store("@p", idx, logical(idx, subst), Local(sc)),
+                 Set(mg(mi), Op("max", (Local(mg(mi)), Local(sc))))]
+        return pre, after
+
+    def jam(copies, label):
+        """Merge the copies' vector reductions into one loop; None if they do not fit."""
+        if not all(len(pre) == 2 and isinstance(pre[0], Let) and isinstance(pre[1], Loop) for pre, _ in copies):
+            return None
+        loops = [pre[1] for pre, _ in copies]
+        if ev is None or not all(lp.var == loops[0].var and lp.extent == loops[0].extent for lp in loops):
+            return None
+        reds = outer_reductions(E, [])
+        if not reds or reds[0].op != "add":
+            return None
+        accs = tuple(pre[0].name for pre, _ in copies)
+        body = tuple(st for lp in loops for st in lp.body)
+        loop = Loop(loops[0].var, loops[0].extent, "vector", body, note=f"vector reduction over DNF axis {ev.name}, "
+                    f"{label} jammed", reduce=(("add", accs),), binds=loops[0].binds)
+        return [pre[0] for pre, _ in copies] + [loop] + [st for _, after in copies for st in after]
+
+    def plain(copies):
+        return [st for pre, after in copies for st in pre + after]
+
+    main = None
+    if U > 1:
+        copies, decls = [], []
+        for u in range(U):
+            tok = internal(f"t{u}")
+            decls.append(LetIndex(tok, g * C + cq * U + u))
+            copies += [one(tok, mi, f"sc{u}" if M == 1 else f"sc{u}_{mi}", {tok: l}) for mi in range(M)]
+        body = jam(copies, f"{U} tokens" + (f" × {M} heads" if M > 1 else ""))
+        if body is None:
+            U = 1                          # the unrolled copies are not emitted
+        else:
+            main = Loop(cq, sp.floor(cn / U), "seq", tuple(decls + body), trip=C / U,
+                        note=f"pass 1: tokens g·chunk + {U}·cq + u, u < {U}: scores and chunk maximum")
+    copies = [one(l, mi, "sc" if M == 1 else f"sc_{mi}", {}) for mi in range(M)]
+    body = (jam(copies, f"{M} heads") if M > 1 else None) or plain(copies)
+    first = (LetIndex(l, g * C + c),)
+    if main is None:
+        return (Loop(c, cn, "seq", first + tuple(body), trip=C,
+                     note=f"pass 1: token {l.name} = g·chunk + c, score and chunk maximum"),)
+    # the remainder's tokens are counted with the unrolled loop's (trip 0)
+    rest = Loop(c, cn, "seq", first + tuple(body), start=U * sp.floor(cn / U), trip=sp.Integer(0),
+                note=f"pass 1 remainder: the last cn mod {U} tokens")
+    return main, rest
+
+
+def exp_sum(l, pidx: tuple, C, members: list) -> tuple:
+    """Pass 2: p = exp(score − chunk max) and the chunk sum zg, lanes over the tokens."""
+    M = len(members)
+    g, c, cn = internal("g"), internal("c"), internal("cn")
+    out = []
+    for mi, m in enumerate(members):
+        zg, mg = ("zg", "mg") if M == 1 else (f"zg{mi}", f"mg{mi}")
+        idx = tuple(midx(x, m) for x in pidx)
+        out.append(Let(zg, Const(0.0)))
+        out.append(Loop(c, cn, "vector", (
+            LetIndex(l, g * C + c),
+            Let("e", Op("exp", (Op("sub", (read("@p", idx), Local(mg))),))),
+            Store("@p", idx, idx, Local("e")),
+            Set(zg, Op("add", (Local(zg), Local("e"))))),
+            note="pass 2: p = exp(score − chunk max), chunk sum", reduce=(("add", (zg,)),), lanes=l, trip=C))
+    return tuple(out)
+
+
+def weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members: list) -> tuple:
+    """Pass 3: o_part[member, g, rest] = Σ_c p_c · W(l, rest), lanes over the last output
+    axis d.  When d's extent is a literal multiple of the vector length (≤ 8 lanes' worth),
+    d is lifted ⟨dv⟩ → ⟨dv/32 32⟩, d = r·32 + v: lanes over v (γ-difference 1), r unrolled
+    into dv/32 register accumulators per group member, so the token loop runs once per
+    lane and each W element is loaded once for all members."""
+    M = len(members)
+    g, c = internal("g"), internal("c")
+    W = msub(W, members[0])                    # the same for every member (see split_k.kv_group)
+    tok = (LetIndex(l, g * C + c),)
+
+    def acc(mi, r=None):
+        return ("o" if M == 1 else f"o{mi}_") + ("" if r is None else str(r))
+
+    def p_of(mi):
+        return "pc" if M == 1 else f"pc{mi}"
+    last, n_last = (rest[-1], rest_ext[-1]) if rest else (None, None)
+    R = int(n_last) // VECTOR if (n_last is not None and sp.sympify(n_last).is_Integer and
+                                  int(n_last) % VECTOR == 0) else 0
+    if 1 <= R <= 8:
+        v = internal("v")
+        pws = [read("@p", tuple(midx(x, m) for x in pidx)) for m in members]
+        terms, stores = [], []
+        for r in range(R):
+            subst = {v: last - r * VECTOR}
+            pre_w, wx = lower(substitute(W, {last: r * VECTOR + v}), names, subst=subst)
+            if pre_w:
+                R = 0
+                break
+            terms.append(Let(f"w{r}", wx))
+            for mi, m in enumerate(members):
+                terms.append(Set(acc(mi, r), Op("add", (Local(acc(mi, r)), Op("mul", (Local(p_of(mi)),
+                                                                                     Local(f"w{r}")))))))
+                idx = tuple(midx(f, m) for f in frame) + (g,) + tuple(rest[:-1]) + (r * VECTOR + v,)
+                stores.append(Store("@o_part", idx, logical(idx, subst), Local(acc(mi, r))))
+    if 1 <= R <= 8:
+        ctx.lifts.append(Lift(last.name, n_last, VECTOR, "r", "v", False,
+                              f"registers × vector: {last.name} = r·{VECTOR} + v, {R * M} accumulators per lane"))
+        loads = tuple(Let(p_of(mi), pw) for mi, pw in enumerate(pws))
+        inner = Loop(c, internal("cn"), "seq", tok + loads + tuple(terms), note="Σ over the chunk's tokens", trip=C)
+        body = tuple(Let(acc(mi, r), Const(0.0)) for mi in range(M) for r in range(R)) + (inner,) + tuple(stores)
+        body = (Loop(v, VECTOR, "vector", body, note=f"vector lanes: {last.name} = r·{VECTOR} + v for r < {R}",
+                     trip=sp.Integer(VECTOR)),)
+        for x, n in reversed(list(zip(rest[:-1], rest_ext[:-1]))):
+            body = (Loop(x, n, "seq", body, note=f"DNF axis {x.name} < {fmt_index(n)}"),)
+        return body
+    # general case: one accumulator per lane and member
+    pre_w, wx = lower(W, names)
+    pws = [read("@p", tuple(midx(x, m) for x in pidx)) for m in members]
+    adds = tuple(Set(acc(mi), Op("add", (Local(acc(mi)), Op("mul", (pw, Local("w")))))) for mi, pw in enumerate(pws))
+    inner_sum = Loop(c, internal("cn"), "seq", tok + tuple(pre_w) + (Let("w", wx),) + adds,
+                     note="Σ over the chunk's tokens", trip=C)
+    o_stores = tuple(Store("@o_part", ix, ix, Local(acc(mi))) for mi, m in enumerate(members)
+                     for ix in [tuple(midx(f, m) for f in frame) + (g,) + tuple(rest)])
+    body3: tuple = tuple(Let(acc(mi), Const(0.0)) for mi in range(M)) + (inner_sum,) + o_stores
+    for i, (x, n) in enumerate(reversed(list(zip(rest, rest_ext)))):
+        innermost = i == 0
+        body3 = (Loop(x, n, "vector" if innermost else "seq", body3,
+                      note=f"{'vector lanes over ' if innermost else ''}DNF axis {x.name} < {fmt_index(n)}"),)
+    return body3
+
+
+def max_init(members: list) -> tuple:
+    M = len(members)
+    return tuple(Let("mg" if M == 1 else f"mg{mi}", Const(-math.inf)) for mi in range(M))

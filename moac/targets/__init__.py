@@ -1,0 +1,14 @@
+"""The code generation targets, one file each (adding a target = one file + its tests)."""
+from __future__ import annotations
+
+from . import c, openacc, openmp
+from .base import Target
+
+TARGETS: dict[str, Target] = {t.name: t for t in (openacc.TARGET, openmp.TARGET, c.TARGET)}
+
+
+def get_target(name: str) -> Target:
+    try:
+        return TARGETS[name]
+    except KeyError:
+        raise ValueError(f"unknown target {name!r}; choose one of {', '.join(TARGETS)}") from None

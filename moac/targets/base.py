@@ -1,0 +1,76 @@
+"""What a code generation target is: data (the annotation of each hardware level, the
+data region, the device allocator, the compiler flags) plus an optional lowering hook
+(C IR -> C IR).  Plans emit levels; the C lowering asks the target how to spell them;
+codegen, build and the CLI never test a target's name."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..ops import OPS
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    name: str
+    description: str
+    cflags: tuple                 # host-build flags that select the programming model
+    gang: str | None = None       # outermost parallel loop of a kernel; {collapse} {clauses}
+    vector: str | None = None     # a lane loop
+    vector_reduce: str | None = None   # a lane loop with a reduction; {op} {vars}
+    seq: str | None = None        # a sequential loop inside a parallel region
+    serial: str | None = None     # a single-threaded region; {clauses}
+    data_clause: str | None = None     # how a kernel names the (device) arrays it touches
+    device_entry: bool = False    # the kernels take device pointers; a host entry moves the data
+    helper_prefix: str | None = None   # a line before every helper function (device routines)
+    model_macro: str | None = None     # defined when the model is enabled (#ifdef in the C file)
+    header: str | None = None          # the model's header, included under model_macro
+    device_malloc: str | None = None   # device allocator and deallocator (under model_macro)
+    device_free: str | None = None
+    data_region: str | None = None     # the host entry's data region: {copyin} {copy} {copyout}
+    host_data: str | None = None       # the device addresses of host arrays: {pointers}
+    host_only_flags: tuple = ()        # added to host builds (e.g. disabling offload)
+    offload: dict | None = None        # offload name -> full flag list for a device build
+    vector_length: int = 32
+    lower: object = None               # optional C IR -> C IR hook (a function of kernels)
+
+    def gang_pragma(self, collapse: int, arrays: tuple) -> str | None:
+        if self.gang is None:
+            return None
+        col = f" collapse({collapse})" if collapse > 1 else ""
+        return self.gang.format(collapse=col, clauses=self._clauses(arrays)).rstrip()
+
+    def vector_pragma(self, reduce: tuple = ()) -> str | None:
+        if not reduce:
+            return self.vector
+        if self.vector_reduce is None:
+            return None
+        (op, names), = reduce
+        return self.vector_reduce.format(op=OPS[op].acc_clause, vars=", ".join(names))
+
+    def serial_pragma(self, arrays: tuple) -> str | None:
+        return None if self.serial is None else self.serial.format(clauses=self._clauses(arrays)).rstrip()
+
+    def _clauses(self, arrays: tuple) -> str:
+        return f"{self.data_clause}({', '.join(arrays)})" if self.data_clause and arrays else ""
+
+    def data_pragma(self, copyin: list, copy: list, copyout: list) -> str:
+        """The data region of the host entry: each array moved once."""
+        parts = [f"{clause}({', '.join(xs)})" for clause, xs in
+                 (("copyin", copyin), ("copy", copy), ("copyout", copyout)) if xs]
+        return " ".join([self.data_region] + parts)
+
+    def host_data_pragma(self, pointers: list) -> str:
+        return self.host_data.format(pointers=", ".join(pointers))
+
+    def flags(self, offload: str = "none") -> list:
+        """The compiler flags of a host build, or of a device build for `offload`."""
+        if offload == "none":
+            return list(self.cflags) + list(self.host_only_flags)
+        if not self.offload or offload not in self.offload:
+            raise ValueError(f"--offload {offload} needs --target {offload_targets(offload)}")
+        return list(self.offload[offload])
+
+
+def offload_targets(offload: str) -> str:
+    from . import TARGETS
+    return " or ".join(t.name for t in TARGETS.values() if t.offload and offload in t.offload) or "(none)"
