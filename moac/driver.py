@@ -41,5 +41,5 @@ def lower(dnf, opts: Options) -> Artifacts:
     src = to_c(unit, sig, target)                # stage 5b: C IR -> C text
     if os.environ.get("MOAC_VERIFY") == "1":
         from .verify import verify_cunit
-        verify_cunit(unit)
+        verify_cunit(unit, tuple(p.cname for p in sig.params))
     return Artifacts(opts, sched, counts, ONF(sched, counts, opts.mapping), unit, sig, src)
