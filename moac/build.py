@@ -25,7 +25,7 @@ from . import dtypes
 from .emit.codegen import Signature
 from .errors import ArgumentError, BuildError
 from .front.sizes import bind
-from .targets import get_target
+from .targets import flags as target_flags
 
 NP_DTYPE = {"float": np.float32, "double": np.float64}
 BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared")
@@ -51,8 +51,7 @@ def compiler_version(cc: str) -> str:
 def compile_flags(target: str, offload: str = "none", werror: bool = False) -> list[str]:
     """The gcc flags for a target: the common ones and the target's own (a device build
     for `offload` takes the target's complete offload flag list)."""
-    t = get_target(target)
-    flags = t.flags(offload) if offload != "none" else list(BASE_FLAGS) + t.flags()
+    flags = target_flags(target, offload) if offload != "none" else list(BASE_FLAGS) + target_flags(target)
     if werror:
         flags += ["-Wall", "-Werror"]
     return flags

@@ -8,8 +8,7 @@ import os
 import sys
 
 from .errors import MoacError
-
-TARGETS = ("openacc", "openmp", "c")
+from .targets import TARGETS
 
 
 def _sizes(pairs: list[str] | None, parser: argparse.ArgumentParser) -> dict:
@@ -53,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("-D", dest="defs", action="append", metavar="NAME=VALUE",
                        help="fix a size at compile time (repeatable)")
         if target:
-            p.add_argument("--target", choices=TARGETS, default="openacc", help="code generation target")
+            p.add_argument("--target", choices=tuple(TARGETS), default="openacc", help="code generation target")
             p.add_argument("--unroll", type=int, default=4, metavar="U",
                            help="tokens per vector pass in the split-K plan (default 4)")
             p.add_argument("--mapping", choices=("auto", "naive"), default="auto",

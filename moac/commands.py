@@ -100,14 +100,14 @@ def _decl(prog, name: str) -> str:
 def compile_command(prog, args, sizes: dict) -> int:
     from .build import write_atomic
     from .options import Options
-    from .targets import get_target
+    from .targets import flags as target_flags
     art = prog.lower(Options.make(args.target, sizes, args.mapping, args.unroll, share_kv=args.share_kv))
     src = art.c_source
     if args.offload != "none":
         if not args.out:
             raise MoacError("--offload needs -o OUT.c (the bundle is written beside it)")
         try:
-            get_target(args.target).flags(args.offload)
+            target_flags(args.target, args.offload)
         except ValueError as e:
             raise MoacError(str(e)) from None
         write_atomic(args.out, src)

@@ -12,3 +12,12 @@ def get_target(name: str) -> Target:
         return TARGETS[name]
     except KeyError:
         raise ValueError(f"unknown target {name!r}; choose one of {', '.join(TARGETS)}") from None
+
+
+def flags(name: str, offload: str = "none") -> list:
+    """A target's compiler flags for a host build or a device build for `offload`."""
+    f = get_target(name).flags(offload)
+    if f is None:
+        able = " or ".join(t.name for t in TARGETS.values() if t.flags(offload) is not None) or "(none)"
+        raise ValueError(f"--offload {offload} needs --target {able}")
+    return f

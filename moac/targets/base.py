@@ -62,15 +62,11 @@ class Target:
     def host_data_pragma(self, pointers: list) -> str:
         return self.host_data.format(pointers=", ".join(pointers))
 
-    def flags(self, offload: str = "none") -> list:
-        """The compiler flags of a host build, or of a device build for `offload`."""
+    def flags(self, offload: str = "none") -> list | None:
+        """The compiler flags of a host build, or of a device build for `offload` (None
+        where the target has no such build)."""
         if offload == "none":
             return list(self.cflags) + list(self.host_only_flags)
         if not self.offload or offload not in self.offload:
-            raise ValueError(f"--offload {offload} needs --target {offload_targets(offload)}")
+            return None
         return list(self.offload[offload])
-
-
-def offload_targets(offload: str) -> str:
-    from . import TARGETS
-    return " or ".join(t.name for t in TARGETS.values() if t.offload and offload in t.offload) or "(none)"
