@@ -163,7 +163,7 @@ def _scalar_reduction(ctx, st: DStmt, red: DReduce):
     code = (Scope((LetIndex(cname, chunk),
                    Loop(g, sp.Integer(G), "gang", gang_body, note=f"gang g < {G}: one partial {sym} per gang"))),)
     ctx.kernels.append(Kernel(f"k{len(ctx.kernels) + 1}_{st.name}_partials",
-                              f"{st.name}: per-gang partial {sym} over {v.name}", ((v, ext),), code))
+                              f"{st.name}: per-gang partial {sym} over {v.name}", ((v, ext), (g, sp.Integer(G))), code))
     comb = (Let("acc0", Const(ops.identity(op))),
             Loop(g, sp.Integer(G), "seq", (Set("acc0", Op(op, (Local("acc0"), read(part, (g,))))),),
                  note=f"combine the {G} partials"),
