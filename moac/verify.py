@@ -14,7 +14,7 @@ import dataclasses
 import sympy as sp
 
 from .emit import cir
-from .schedule.ir import Guard, Let, LetIndex, Loop, Op, Read, Schedule, Scope, Select, Serial, Set, Store
+from .schedule.ir import Guard, Let, LetIndex, Loop, Schedule, Scope, Serial, Set, Store, expr_reads
 
 
 def _fail(where: str, what: str):
@@ -39,15 +39,8 @@ def verify_schedule(s: Schedule) -> None:
             check_syms(i, bound, f"{where}, {a.array}")
 
     def expr(e, bound, where):
-        match e:
-            case Read():
-                access(e, bound, where)
-            case Op(args=args):
-                for x in args:
-                    expr(x, bound, where)
-            case Select(test=t, a=a, b=b):
-                for x in (t, a, b):
-                    expr(x, bound, where)
+        for r in expr_reads(e, []):
+            access(r, bound, where)
 
     def walk(body, bound: set, where: str, gang_ok: bool):
         bound = set(bound)

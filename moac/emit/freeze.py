@@ -14,7 +14,7 @@ import sympy as sp
 from .. import ops
 from ..errors import RewriteError
 from ..schedule.ir import (Const, Guard, IndexValue, Let, LetIndex, Local, Loop, Op, Read, Schedule, Scope,
-                           Select, Serial, Set, Store)
+                           Select, Serial, Set, Store, expr_reads)
 from . import cir
 
 def gamma_c(index: tuple, shape: tuple):
@@ -241,27 +241,15 @@ def _arrays(body, out: set) -> set:
         match st:
             case Store(array=a, value=v):
                 out.add(a)
-                _expr_arrays(v, out)
+                out |= {r.array for r in expr_reads(v, [])}
             case Let(value=v) | Set(value=v):
-                _expr_arrays(v, out)
+                out |= {r.array for r in expr_reads(v, [])}
             case Guard(then=t, other=o):
                 _arrays(t, out)
                 _arrays(o, out)
             case Loop(body=b) | Serial(body=b) | Scope(body=b):
                 _arrays(b, out)
     return out
-
-
-def _expr_arrays(e, out: set):
-    match e:
-        case Read(array=a):
-            out.add(a)
-        case Op(args=args):
-            for x in args:
-                _expr_arrays(x, out)
-        case Select(test=t, a=a, b=b):
-            for x in (t, a, b):
-                _expr_arrays(x, out)
 
 
 def to_cunit(s: Schedule, counts, target) -> CUnit:

@@ -18,7 +18,7 @@ from .. import ops
 from ..dtypes import BYTES as DTYPE_BYTES
 from ..front.sizes import resolve
 from .index import footprint, gamma, gamma_text, lane_diff, narrow_update, needed_reads, size_key, verdict
-from .ir import Guard, Let, LetIndex, Loop, Op, Read, Schedule, Scope, Select, Serial, Set, Store
+from .ir import Guard, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, expr_reads
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,19 +94,6 @@ def _expr_flops(e) -> sp.Expr:
     return sp.Integer(0)
 
 
-def _expr_reads(e, out: list):
-    match e:
-        case Read():
-            out.append(e)
-        case Op(args=args):
-            for a in args:
-                _expr_reads(a, out)
-        case Select(test=t, a=a, b=b):
-            for x in (t, a, b):
-                _expr_reads(x, out)
-    return out
-
-
 def count_kernel(s: Schedule, kernel) -> KernelCounts:
     bufs = {b.name: b for b in s.buffers}
     accesses, loops = [], []
@@ -121,7 +108,7 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
 
     def expr(e, trip, lanes, ext):
         flops[0] += trip * _expr_flops(e)
-        for r in _expr_reads(e, []):
+        for r in expr_reads(e, []):
             access(r, False, lanes, ext)
 
     def walk(body, trip, lanes, ext: dict, depth: int):

@@ -67,6 +67,20 @@ class Select:
     b: object
 
 
+def expr_reads(e, out: list) -> list:
+    """Every Read in a scalar expression, in order."""
+    match e:
+        case Read():
+            out.append(e)
+        case Op(args=args):
+            for a in args:
+                expr_reads(a, out)
+        case Select(test=t, a=a, b=b):
+            for x in (t, a, b):
+                expr_reads(x, out)
+    return out
+
+
 # --------------------------------------------------------------------------- statements
 
 

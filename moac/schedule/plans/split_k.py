@@ -90,7 +90,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     rest_ext = ctx.spec(tuple(at.out.shape[len(at.frame):]))
     G = sp.ceiling(N / C)
     fsize = sp.Mul(*frame_ext) if frame_ext else sp.Integer(1)
-    g, c, cn = internal("g"), internal("c"), internal("cn")
+    g, cn = internal("g"), internal("cn")
     l = at.l
     ctx.choices.append(Choice(C, "moac_chunk", (N, fsize)))
     ctx.notes.append(f"chunk = moac_chunk({fmt_index(N)}, {fmt_index(fsize)}): tokens per gang, a power of two in "
