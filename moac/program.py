@@ -11,7 +11,7 @@ import functools
 from pathlib import Path
 
 from . import dnf
-from .front import core, interp, syntax
+from .front import interp, lower, syntax
 from .errors import ParseError, Source, Span
 
 
@@ -20,8 +20,8 @@ class Program:
 
     def __init__(self, text: str, filename: str = "<input>"):
         self.source = Source(text, filename)
-        self.module = syntax.parse(text, filename, core.prelude_fnames())               # stage 1: text -> AST
-        self.core = core.to_core(self.module, self.source)          # stage 2: AST -> core + shapes
+        self.module = syntax.parse(text, filename, lower.prelude_fnames())              # stage 1: text -> AST
+        self.core = lower.to_core(self.module, self.source)         # stage 2: AST -> core + shapes
 
     @functools.cached_property
     def _dnf(self) -> dnf.DNF:
