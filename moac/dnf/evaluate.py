@@ -2,29 +2,21 @@
 ψ-reduction against the reference interpreter with it on small shapes."""
 from __future__ import annotations
 
+import itertools
+
+import numpy as np
 import sympy as sp
 
+from ..front.interp import bind_sizes
+from ..ops import OPS
 from .ir import DNF, DConst, DIndex, DOp, DRead, DReduce, DSelect
 
 
 def evaluate_dnf(d: DNF, arrays: dict, sizes: dict | None = None) -> dict:
     """Evaluate the DNF element by element (plain Python): used by the tests to check the
     ψ-reduction against the reference interpreter on small shapes."""
-    import itertools
-    import math
-
-    import numpy as np
-
-    from ..front.interp import bind_sizes
-
     env = bind_sizes(d.program, arrays, sizes)
     store = {k: np.asarray(v, dtype=np.float64) for k, v in arrays.items()}
-    fns2 = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-            "div": lambda a, b: a / b if b != 0 else math.copysign(math.inf, a) if a != 0 else math.nan,
-            "max": max, "min": min, "pow": lambda a, b: a ** b}
-    fns1 = {"neg": lambda a: -a, "exp": math.exp, "log": math.log, "sqrt": math.sqrt, "abs": abs,
-            "recip": lambda a: 1.0 / a}
-    ident = {"add": 0.0, "mul": 1.0, "max": -math.inf, "min": math.inf}
 
     def ival(x, ienv) -> int:
         v = sp.sympify(x).xreplace(ienv)
@@ -45,14 +37,12 @@ def evaluate_dnf(d: DNF, arrays: dict, sizes: dict | None = None) -> dict:
                 return float(v)
             case DIndex(expr=x):
                 return float(ival(x, ienv))
-            case DOp(op=op, args=(a,)):
-                return fns1[op](ev(a, ienv))
-            case DOp(op=op, args=(a, b)):
-                return fns2[op](ev(a, ienv), ev(b, ienv))
+            case DOp(op=op, args=args):
+                return OPS[op].python(*(ev(a, ienv) for a in args))
             case DReduce(op=op, var=v, extent=ext, body=b):
-                acc = ident[op]
+                fn, acc = OPS[op].python, OPS[op].identity
                 for i in range(ival(ext, ienv)):
-                    acc = fns2[op](acc, ev(b, {**ienv, v: sp.Integer(i)}))
+                    acc = fn(acc, ev(b, {**ienv, v: sp.Integer(i)}))
                 return acc
             case DSelect(cond=c, then=t, other=o):
                 return ev(t, ienv) if bool(sp.sympify(c).xreplace(ienv)) else ev(o, ienv)

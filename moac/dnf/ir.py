@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from ..front import core as C
+from ..ops import OPS
 
 
 
@@ -90,10 +91,6 @@ def index_var(name: str) -> sp.Symbol:
 # --------------------------------------------------------------------------- printing
 
 
-OP_TEXT = {"add": "+", "sub": "−", "mul": "×", "div": "÷", "max": "max", "min": "min", "pow": "⋆",
-           "neg": "−", "exp": "exp ", "log": "log ", "sqrt": "√", "abs": "abs ", "recip": "÷"}
-
-
 def fmt_num(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else repr(float(v))
 
@@ -113,8 +110,7 @@ def fmt_vec(idx) -> str:
     return "⟨" + " ".join(comp(i) for i in idx) + "⟩"
 
 
-_PREC = {"add": 1, "sub": 1, "mul": 2, "div": 2}
-_RED = {"add": "Σ", "mul": "Π", "max": "max", "min": "min"}
+_PREC = {"add": 1, "sub": 1, "mul": 2, "div": 2}   # how tightly the infix operators bind as printed
 
 
 def format_expr(e, prec: int = 0) -> str:
@@ -129,7 +125,7 @@ def format_expr(e, prec: int = 0) -> str:
         case DOp(op=op, args=(a, b)) if op in _PREC:
             p = _PREC[op]
             right_p = p + 1 if op in ("sub", "div") else p
-            s = f"{format_expr(a, p)} {OP_TEXT[op]} {format_expr(b, right_p)}"
+            s = f"{format_expr(a, p)} {OPS[op].dnf_text} {format_expr(b, right_p)}"
             return f"({s})" if p < prec else s
         case DOp(op="pow", args=(a, b)):
             return f"{format_expr(a, 3)}^{format_expr(b, 3)}"
@@ -147,7 +143,7 @@ def format_expr(e, prec: int = 0) -> str:
         case DOp(op=op, args=(a,)):
             return f"{op}({format_expr(a)})"
         case DReduce(op=op, var=v, extent=ext, body=b):
-            s = f"{_RED[op]}_{{{v}<{fmt_index(ext)}}} {format_expr(b, 3 if op != 'add' else 2)}"
+            s = f"{OPS[op].red_symbol}_{{{v}<{fmt_index(ext)}}} {format_expr(b, 3 if op != 'add' else 2)}"
             return f"({s})" if prec > 0 else s
         case DSelect(cond=c, then=t, other=o):
             return f"({format_expr(t)} if {fmt_index(c)} else {format_expr(o)})"

@@ -15,7 +15,8 @@ import sympy as sp
 
 from ..front import core as C
 from ..errors import RewriteError
-from .ir import (DNF, OP_TEXT, DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt, TraceStep, fmt_index, fmt_num,
+from ..ops import OPS
+from .ir import (DNF, DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt, TraceStep, fmt_index, fmt_num,
                  fmt_vec, format_expr, index_var)
 from .reshape import reshape_index, simplify_index
 from .walk import canonical_key, free_index_vars, has_reduce
@@ -35,9 +36,9 @@ def core_text(c: C.Core) -> str:
         case C.CIota(n=n):
             return f"ι{fmt_index(n)}"
         case C.CMap(op=op, args=(a,)):
-            return f"{OP_TEXT[op]}{core_text(a)}"
+            return f"{OPS[op].dnf_text}{core_text(a)}"
         case C.CMap(op=op, args=(a, b)):
-            return f"({core_text(a)} {OP_TEXT[op]} {core_text(b)})"
+            return f"({core_text(a)} {OPS[op].dnf_text} {core_text(b)})"
         case C.CPsi(index=idx, arg=a):
             return f"{fmt_vec(idx)}ψ{core_text(a)}"
         case C.CTranspose(perm=p, arg=a):
@@ -55,11 +56,11 @@ def core_text(c: C.Core) -> str:
         case C.CReverse(arg=a):
             return f"Φ{core_text(a)}"
         case C.CRed(op=op, arg=a):
-            return f"{OP_TEXT[op]}red {core_text(a)}"
+            return f"{OPS[op].dnf_text}red {core_text(a)}"
         case C.CInner(f=f, g=g, left=a, right=b):
-            return f"({core_text(a)} {OP_TEXT[f]}.{OP_TEXT[g]} {core_text(b)})"
+            return f"({core_text(a)} {OPS[f].dnf_text}.{OPS[g].dnf_text} {core_text(b)})"
         case C.COuter(g=g, left=a, right=b):
-            return f"({core_text(a)} ∘.{OP_TEXT[g]} {core_text(b)})"
+            return f"({core_text(a)} ∘.{OPS[g].dnf_text} {core_text(b)})"
         case C.COmega(args=args, body=b):
             return f"Ω[{core_text(b)}]({', '.join(core_text(a) for a in args)})"
         case C.CCell():

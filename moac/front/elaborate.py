@@ -18,10 +18,7 @@ from .core import (CCat, CCell, CConst, CDrop, CInner, CInput, CIota, CMap, CNam
                    Core, CPsi, CRed, CReshape, CReverse, CSize, CTake, CTranspose, CVec, provably, same, same_shape,
                    show_expr, show_shape)
 from ..errors import MoacError, NameError_, ParseError, ShapeError, Source, Span
-
-SCALAR_OPS2 = {"add", "sub", "mul", "div", "max", "min", "pow"}
-SCALAR_OPS1 = {"neg", "exp", "log", "sqrt", "abs", "recip"}
-REDUCIBLE = {"add", "mul", "max", "min"}
+from ..ops import BINARY, MONADIC_ONLY, REDUCIBLE, STATIC_LEFT, STRUCTURAL, UNARY, monadic
 
 _cell_ids = itertools.count()
 
@@ -141,7 +138,7 @@ class Elab:
             case S.Monad(fn=fn, arg=arg):
                 return self.apply(fn, (self.expr(arg, scope),), (arg,), node, scope)
             case S.Dyad(fn=fn, left=left, right=right):
-                if isinstance(fn, S.Prim) and fn.op in {"psi", "rho", "take", "drop", "transpose", "gamma", "gammacol"}:
+                if isinstance(fn, S.Prim) and fn.op in STATIC_LEFT:
                     return self.structural(fn, left, right, node, scope)
                 return self.apply(fn, (self.expr(left, scope), self.expr(right, scope)), (left, right), node, scope)
         raise self.err(ParseError, "not an expression", node)  # pragma: no cover
@@ -186,7 +183,7 @@ class Elab:
             if a.rank == 0:
                 raise self.err(ShapeError, f"{fn.text} needs an array of rank ≥ 1", right)
             n = a.shape[0]
-            sym = "△" if op == "take" else "▽"
+            sym = STRUCTURAL[op].symbol
             bad = sp.Gt(sp.Abs(k), n)
             if provably(bad):
                 raise self.err(ShapeError, f"{sym} count {k} is larger than the axis length {n}", left)
@@ -251,15 +248,15 @@ class Elab:
         raise self.err(ParseError, "not a function", fn)  # pragma: no cover
 
     def check_scalar_fn(self, p: S.Prim, arity: int):
-        ok = SCALAR_OPS2 if arity == 2 else SCALAR_OPS1
+        ok = BINARY if arity == 2 else UNARY
         if p.op not in ok:
             raise self.err(ShapeError, f"{p.text} is not a scalar function here", p)
 
     def prim(self, op: str, fn: S.Prim, args: tuple, arg_nodes: tuple, node) -> Core:
         if len(args) == 1:
             (a,) = args
-            mono = {"sub": "neg", "div": "recip"}.get(op, op)
-            if mono in SCALAR_OPS1:
+            mono = monadic(op)
+            if mono:
                 return CMap(node.span, a.shape, mono, (a,))
             if op == "rho":
                 return CVec(node.span, (sp.Integer(a.rank),), tuple(CSize(node.span, (), s) for s in a.shape))
@@ -277,7 +274,7 @@ class Elab:
                 return CReverse(node.span, a.shape, a)
             raise self.err(ShapeError, f"{fn.text} has no monadic meaning", fn)
         a, b = args
-        if op in SCALAR_OPS2:
+        if op in BINARY:
             if a.rank == 0:
                 shape = b.shape
             elif b.rank == 0 or same_shape(a.shape, b.shape):
@@ -296,7 +293,7 @@ class Elab:
             raise self.err(ShapeError, f"# needs items of the same shape: {show_shape(a.shape)} # "
                            f"{show_shape(b.shape)} (1 ▽ ρ of each side, or an item of shape "
                            f"{show_shape(a.shape[1:])})", node)
-        if op in ("exp", "log", "sqrt", "abs", "iota", "reverse"):
+        if op in MONADIC_ONLY:
             raise self.err(ShapeError, f"{fn.text} is monadic", fn)
         raise self.err(ShapeError, f"{fn.text} needs a static left operand here", node)  # pragma: no cover
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import lark
 
 from ..errors import ParseError, Source, Span
+from ..ops import BY_TOKEN
 
 # --------------------------------------------------------------------------- AST
 
@@ -40,7 +41,7 @@ class Vector(Node):
 
 @dataclass(frozen=True, slots=True)
 class Prim(Node):
-    op: str          # canonical name: add, sub, psi, rho, ...
+    op: str          # canonical name (ops.py): add, sub, psi, rho, ...
     text: str        # as written
 
 
@@ -139,22 +140,6 @@ class Module(Node):
     stmts: tuple
 
 
-PRIM_NAMES = {
-    "PLUS": "add", "MINUS": "sub", "TIMES": "mul", "DIVIDE": "div", "MAX": "max", "MIN": "min",
-    "POW": "pow", "EXP": "exp", "LOG": "log", "SQRT": "sqrt", "ABS": "abs", "PSI": "psi",
-    "RHO": "rho", "IOTA": "iota", "GAMMA": "gamma", "GAMMACOL": "gammacol",
-    "TRANSPOSE": "transpose", "TAKE": "take", "DROP": "drop", "REVERSE": "reverse", "CAT": "cat",
-}
-
-# How each primitive is printed back (Unicode spelling).
-PRIM_SYMBOL = {
-    "add": "+", "sub": "−", "mul": "×", "div": "÷", "max": "max", "min": "min", "pow": "⋆",
-    "exp": "exp", "log": "log", "sqrt": "√", "abs": "abs", "psi": "ψ", "rho": "ρ", "iota": "ι",
-    "gamma": "γ", "gammacol": "γcol", "transpose": "⍉", "take": "△", "drop": "▽",
-    "reverse": "Φ", "cat": "#", "neg": "−",
-}
-
-
 # --------------------------------------------------------------------------- parser
 
 
@@ -241,7 +226,7 @@ class _ToAST(lark.Transformer):
         if len(items) == 1 and isinstance(items[0], Prim):
             return items[0]
         (tok,) = items
-        return Prim(_span(tok), PRIM_NAMES[tok.type], str(tok))
+        return Prim(_span(tok), BY_TOKEN[tok.type], str(tok))
 
     def inner(self, meta, items):
         f, _dot, g = items
