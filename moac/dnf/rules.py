@@ -19,7 +19,7 @@ from ..ops import OPS
 from .ir import (DNF, DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt, TraceStep, fmt_index, fmt_num,
                  fmt_vec, format_expr, index_var)
 from .reshape import reshape_index, simplify_index
-from .walk import canonical_key, free_index_vars, has_reduce
+from .walk import canonical_key, free_index_vars, has_reduce, map_children, substitute
 
 
 def core_text(c: C.Core) -> str:
@@ -288,25 +288,17 @@ def _extended(a: C.Core, ctx: _Ctx):
 
 
 def rename_bound(e, ctx: _Ctx, sub: dict):
-    """Rename every bound reduction variable of `e` with ctx.fresh (outermost first)."""
-    def x(v):
-        return sp.sympify(v).xreplace(sub) if sub else v
-
+    """Rename every bound reduction variable of `e` with ctx.fresh (outermost first); `sub`
+    maps the enclosing ones already renamed to their new names."""
     match e:
-        case DRead(array=a, index=idx):
-            return DRead(a, tuple(x(i) for i in idx))
-        case DConst():
-            return e
-        case DIndex(expr=v):
-            return DIndex(x(v))
-        case DOp(op=op, args=args):
-            return DOp(op, tuple(rename_bound(a, ctx, sub) for a in args))
         case DReduce(op=op, var=v, extent=ext, body=b):
             nv = ctx.fresh(ext)
-            return DReduce(op, nv, x(ext), rename_bound(b, ctx, {**sub, v: nv}))
+            return DReduce(op, nv, sp.sympify(ext).xreplace(sub), rename_bound(b, ctx, {**sub, v: nv}))
         case DSelect(cond=c, then=t, other=o):
-            return DSelect(x(c), rename_bound(t, ctx, sub), rename_bound(o, ctx, sub))
-    raise TypeError(e)
+            return DSelect(sp.sympify(c).xreplace(sub), rename_bound(t, ctx, sub), rename_bound(o, ctx, sub))
+        case DOp():
+            return map_children(e, lambda a: rename_bound(a, ctx, sub))
+    return substitute(e, sub)               # a read, a constant or an index value
 
 
 def to_dnf(program: C.CoreProgram) -> DNF:

@@ -1,10 +1,63 @@
-"""Walks over DNF expressions: the free variables, whether a reduction occurs, and a
-key that equates expressions differing only in their bound variable names."""
+"""Walks over DNF expressions.
+
+`children`, `map_children` and `substitute` are the one traversal of the node types:
+a pass matches the nodes it cares about and hands the rest to them.  Built on them:
+the free variables, whether a reduction occurs, and a key that equates expressions
+differing only in their bound variable names."""
 from __future__ import annotations
 
 import sympy as sp
 
 from .ir import DConst, DIndex, DOp, DRead, DReduce, DSelect
+
+
+def children(e) -> tuple:
+    """The sub-expressions of a DNF expression, in order (a read, constant or index value has none)."""
+    match e:
+        case DOp(args=args):
+            return tuple(args)
+        case DReduce(body=b):
+            return (b,)
+        case DSelect(then=t, other=o):
+            return (t, o)
+        case DRead() | DConst() | DIndex():
+            return ()
+    raise TypeError(e)
+
+
+def map_children(e, f):
+    """`e` rebuilt with f applied to each sub-expression, in order (a leaf is returned as it is)."""
+    match e:
+        case DOp(op=op, args=args):
+            return DOp(op, tuple(f(a) for a in args))
+        case DReduce(op=op, var=v, extent=ext, body=b):
+            return DReduce(op, v, ext, f(b))
+        case DSelect(cond=c, then=t, other=o):
+            return DSelect(c, f(t), f(o))
+        case DRead() | DConst() | DIndex():
+            return e
+    raise TypeError(e)
+
+
+def substitute(e, sub: dict):
+    """`e` with sympy's xreplace(sub) applied to every index, extent, condition and index
+    value.  A reduction's bound variable shadows: inside its body sub does not replace it."""
+    if not sub:
+        return e
+
+    def x(v):
+        return sp.sympify(v).xreplace(sub)
+
+    match e:
+        case DRead(array=a, index=idx):
+            return DRead(a, tuple(x(i) for i in idx))
+        case DIndex(expr=v):
+            return DIndex(x(v))
+        case DReduce(op=op, var=v, extent=ext, body=b):
+            return DReduce(op, v, x(ext), substitute(b, {k: w for k, w in sub.items() if k != v}))
+        case DSelect(cond=c, then=t, other=o):
+            return DSelect(x(c), substitute(t, sub), substitute(o, sub))
+    return map_children(e, lambda c: substitute(c, sub))
 
 
 def free_index_vars(e) -> set:
@@ -26,14 +79,7 @@ def free_index_vars(e) -> set:
 
 
 def has_reduce(e) -> bool:
-    match e:
-        case DReduce():
-            return True
-        case DOp(args=args):
-            return any(has_reduce(a) for a in args)
-        case DSelect(then=t, other=o):
-            return has_reduce(t) or has_reduce(o)
-    return False
+    return isinstance(e, DReduce) or any(has_reduce(c) for c in children(e))
 
 
 def canonical_key(e, names: dict | None = None):
