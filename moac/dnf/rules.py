@@ -9,6 +9,7 @@ complexity.  Each rewrite is recorded with the name of the rule that fired.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import sympy as sp
@@ -19,6 +20,7 @@ from ..ops import OPS
 from .ir import (DNF, DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt, TraceStep, fmt_index, fmt_num,
                  fmt_vec, format_expr, index_var)
 from .reshape import reshape_index, simplify_index
+from .verify import verify_dnf
 from .walk import canonical_key, free_index_vars, has_reduce, map_children, substitute
 
 
@@ -302,22 +304,19 @@ def rename_bound(e, ctx: _Ctx, sub: dict):
 
 
 def to_dnf(program: C.CoreProgram) -> DNF:
-    """ψ-reduce every output of a core program to its DNF."""
+    """ψ-reduce every output of a core program to its DNF (verified when MOAC_VERIFY=1)."""
     ctx = _Ctx(program)
-    for name, node in program.outputs:
-        ctx.used = set()
-        ctx.scope = {}
-        vars_ = tuple(ctx.fresh(n) for n in node.shape)
-        for v, n in zip(vars_, node.shape):
-            ctx.scope[v] = n
-        body = psi_reduce(node.arg, vars_, ctx)
-        ctx.stmts.append(DStmt(name, vars_, node.shape, body, "output"))
-    for name, node in program.updates:          # last: they overwrite buffers the others read
-        ctx.used = set()
-        ctx.scope = {}
-        vars_ = tuple(ctx.fresh(n) for n in node.shape)
-        for v, n in zip(vars_, node.shape):
-            ctx.scope[v] = n
-        body = psi_reduce(node.arg, vars_, ctx)
-        ctx.stmts.append(DStmt(name, vars_, node.shape, body, "update"))
-    return DNF(program, tuple(ctx.stmts), tuple(ctx.trace))
+    # the updates last: they overwrite buffers the others read
+    for role, named in (("output", program.outputs), ("update", program.updates)):
+        for name, node in named:
+            ctx.used = set()
+            ctx.scope = {}
+            vars_ = tuple(ctx.fresh(n) for n in node.shape)
+            for v, n in zip(vars_, node.shape):
+                ctx.scope[v] = n
+            body = psi_reduce(node.arg, vars_, ctx)
+            ctx.stmts.append(DStmt(name, vars_, node.shape, body, role))
+    d = DNF(program, tuple(ctx.stmts), tuple(ctx.trace))
+    if os.environ.get("MOAC_VERIFY") == "1":
+        verify_dnf(d)
+    return d
