@@ -109,10 +109,6 @@ class _Ctx:
         self.trace.append(TraceStep(rule, f"{fmt_vec(idx)}ψ{core_text(node)}" if idx else core_text(node), after))
 
 
-def _after(e) -> str:
-    return format_expr(e)
-
-
 def psi_reduce(node: C.Core, idx: tuple, ctx: _Ctx):
     """The full ψ-selection ⟨idx⟩ψnode as a DNF expression (len(idx) == rank of node)."""
     assert len(idx) == node.rank, (type(node).__name__, idx, node.shape)
@@ -193,7 +189,7 @@ def psi_reduce(node: C.Core, idx: tuple, ctx: _Ctx):
             with _bound(ctx, v, arg.shape[0]):
                 body = psi_reduce(arg, (v,) + tuple(idx), ctx)
             out = DReduce(op, v, arg.shape[0], body)
-            ctx.log("ψ-reduce", node, idx, _after(out))
+            ctx.log("ψ-reduce", node, idx, format_expr(out))
             return out
         case C.CInner(f=f, g=g, left=a, right=b):
             ext = a.shape[-1]
@@ -203,11 +199,11 @@ def psi_reduce(node: C.Core, idx: tuple, ctx: _Ctx):
                 body = DOp(g, (psi_reduce(a, tuple(idx[:ra]) + (v,), ctx),
                                psi_reduce(b, (v,) + tuple(idx[ra:]), ctx)))
             out = DReduce(f, v, ext, body)
-            ctx.log("ψ-inner", node, idx, _after(out))
+            ctx.log("ψ-inner", node, idx, format_expr(out))
             return out
         case C.COuter(g=g, left=a, right=b):
             out = DOp(g, (psi_reduce(a, tuple(idx[:a.rank]), ctx), psi_reduce(b, tuple(idx[a.rank:]), ctx)))
-            ctx.log("ψ-outer", node, idx, _after(out))
+            ctx.log("ψ-outer", node, idx, format_expr(out))
             return out
         case C.COmega(frame=frame, args=args, cells=cells, frames=frames, body=body):
             fidx = tuple(idx[:len(frame)])

@@ -28,7 +28,7 @@ def _prelude_text() -> str:
 
 def prelude_fnames() -> frozenset:
     """Names of the functions the prelude defines (the parser treats them as functions)."""
-    return frozenset(S._FN_DEF.findall(_prelude_text()))
+    return S.defined_fnames(_prelude_text())
 
 
 def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgram:
@@ -105,9 +105,7 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
                 _update(el, nm, e, glob, updates, st.span)
             case S.FnDef():
                 pass
-    if not outputs and updates:
-        pass
-    elif not outputs:
+    if not outputs and not updates:
         assigns = [st for st in module.stmts if isinstance(st, S.Assign)]
         if not assigns:
             raise MoacError("the program computes nothing: no assignment and no output", Span(1, 1, 1, 1), source)

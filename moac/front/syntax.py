@@ -262,6 +262,11 @@ _FN_DEF = re.compile(r"^[ \t]*fn[ \t]+([A-Za-z_][A-Za-z_0-9]*)", re.M)
 _ASSIGNED = re.compile(r"^[ \t]*([A-Za-z_][A-Za-z_0-9]*)[ \t]*(?:=|←)", re.M)
 
 
+def defined_fnames(text: str) -> frozenset[str]:
+    """The names a source text defines with `fn` (the lexer spells them FNAME)."""
+    return frozenset(_FN_DEF.findall(text))
+
+
 def grammar_text() -> str:
     """The grammar file: inside the installed package, or beside it in a checkout."""
     try:
@@ -303,7 +308,7 @@ def parse(text: str, filename: str = "<input>", extra_fnames: frozenset[str] = f
     if text.startswith("\ufeff"):          # a UTF-8 byte-order mark: blank it, keeping columns
         text = " " + text[1:]
     assigned = set(_ASSIGNED.findall(text))
-    fnames = frozenset(_FN_DEF.findall(text)) | (extra_fnames - assigned)
+    fnames = defined_fnames(text) | (extra_fnames - assigned)
     try:
         tree = _parser(fnames).parse(text if text.endswith("\n") else text + "\n")
         return _ToAST().transform(tree)
