@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import core as C
+from .sizes import bind
 from ..errors import ArgumentError
 from ..ops import OPS
 
@@ -13,18 +14,7 @@ from ..ops import OPS
 
 def bind_sizes(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) -> dict:
     """Bind the size symbols from the given sizes and the input arrays' shapes."""
-    from .sizes import bind
     return bind(program, {k: np.shape(v) for k, v in arrays.items()}, sizes)
-
-
-def check_constraints(program: C.CoreProgram, env: dict) -> None:
-    """Raise a positioned ArgumentError if the bound sizes violate a run-time condition."""
-    import sympy as sp
-    for c in program.constraints:
-        if not bool(sp.sympify(c.cond).xreplace(env)):
-            free = sp.sympify(c.cond).free_symbols
-            shown = ", ".join(f"{k.name} = {env[k]}" for k in program.sizes if k in free and k in env)
-            raise ArgumentError(f"{c.message}, but {shown}", c.span, program.source)
 
 
 def evaluate(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) -> dict:
