@@ -2,8 +2,7 @@
 from .errors import (ArgumentError, BuildError, CheckError, MoacError, NameError_, ParseError,
                      RewriteError, ShapeError)
 from .program import Program, load, parse
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = ["Program", "load", "parse", "MoacError", "ParseError", "ShapeError", "NameError_",
            "RewriteError", "BuildError", "ArgumentError", "CheckError", "__version__"]

@@ -77,7 +77,7 @@ def write_atomic(path: str | Path, text: str) -> None:
 
 def build_library(c_source: str, flags: list[str], cc: str = "gcc") -> Path:
     """Compile C source into a shared library in the cache; return its path."""
-    from . import __version__
+    from .version import __version__
     argv_tail = list(flags) + ["-lm"]
     key = hashlib.sha256("\0".join([c_source, " ".join([cc] + argv_tail), compiler_version(cc),
                                     __version__]).encode()).hexdigest()[:24]

@@ -1,13 +1,15 @@
-"""The one table of moac's scalar operators.
+"""The one table of moac's scalar operators (and a small one of the structural primitives).
 
 Every stage that needs to know something about an operator reads it here: the parser
-(token name -> operator), the printers (how it is shown), the interpreter and the DNF
-evaluator (its numpy function), the Schedule (identity, monoid, flop cost) and the C
+(token name -> operator), the elaborator (arity, monadic meaning, reducibility), the
+printers (how it is shown), the interpreter (its numpy function), the DNF evaluator
+(its plain-Python function), the Schedule (identity, monoid, flop cost) and the C
 lowering (its C spelling).  An operator is named by its core name ("add", "exp", …).
 """
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,26 +29,35 @@ class Op:
     red_symbol: str | None = None   # Σ, Π, max, min
     acc_clause: str | None = None   # the reduction operator of an OpenACC/OpenMP clause
     flops: int = 1             # floating-point operations one application costs
+    python: object = None      # the plain-Python float function (the DNF evaluator's)
+    monadic: str | None = None  # the unary operator its monadic use means (− x is neg, ÷ x is recip)
+
+
+def _div(a: float, b: float) -> float:
+    """IEEE division of Python floats: x ÷ 0 is ±inf, 0 ÷ 0 is nan (Python raises)."""
+    return a / b if b != 0 else math.copysign(math.inf, a) if a != 0 else math.nan
 
 
 OPS: dict[str, Op] = {o.name: o for o in (
-    Op("add", 2, "PLUS", "+", "+", np.add, c_infix="+", identity=0.0, red_symbol="Σ", acc_clause="+"),
-    Op("sub", 2, "MINUS", "−", "−", np.subtract, c_infix="-"),
-    Op("mul", 2, "TIMES", "×", "×", np.multiply, c_infix="*", identity=1.0, red_symbol="Π", acc_clause="*"),
-    Op("div", 2, "DIVIDE", "÷", "÷", np.divide, c_infix="/"),
+    Op("add", 2, "PLUS", "+", "+", np.add, c_infix="+", identity=0.0, red_symbol="Σ", acc_clause="+",
+       python=operator.add),
+    Op("sub", 2, "MINUS", "−", "−", np.subtract, c_infix="-", python=operator.sub, monadic="neg"),
+    Op("mul", 2, "TIMES", "×", "×", np.multiply, c_infix="*", identity=1.0, red_symbol="Π", acc_clause="*",
+       python=operator.mul),
+    Op("div", 2, "DIVIDE", "÷", "÷", np.divide, c_infix="/", python=_div, monadic="recip"),
     Op("max", 2, "MAX", "max", "max", np.maximum, c_fn="fmax", identity=-math.inf, red_symbol="max",
-       acc_clause="max"),
+       acc_clause="max", python=max),
     Op("min", 2, "MIN", "min", "min", np.minimum, c_fn="fmin", identity=math.inf, red_symbol="min",
-       acc_clause="min"),
-    Op("pow", 2, "POW", "⋆", "⋆", np.power, c_fn="pow"),
-    Op("neg", 1, None, "−", "−", np.negative),
-    Op("recip", 1, None, "÷", "÷", lambda x: 1.0 / x),
-    Op("exp", 1, "EXP", "exp", "exp ", np.exp, c_fn="moac_exp"),
-    Op("log", 1, "LOG", "log", "log ", np.log, c_fn="log"),
-    Op("sqrt", 1, "SQRT", "√", "√", np.sqrt, c_fn="sqrt"),
-    Op("abs", 1, "ABS", "abs", "abs ", np.abs, c_fn="fabs"),
+       acc_clause="min", python=min),
+    Op("pow", 2, "POW", "⋆", "⋆", np.power, c_fn="pow", python=operator.pow),
+    Op("neg", 1, None, "−", "−", np.negative, python=operator.neg),
+    Op("recip", 1, None, "÷", "÷", lambda x: 1.0 / x, python=lambda x: 1.0 / x),
+    Op("exp", 1, "EXP", "exp", "exp ", np.exp, c_fn="moac_exp", python=math.exp),
+    Op("log", 1, "LOG", "log", "log ", np.log, c_fn="log", python=math.log),
+    Op("sqrt", 1, "SQRT", "√", "√", np.sqrt, c_fn="sqrt", python=math.sqrt),
+    Op("abs", 1, "ABS", "abs", "abs ", np.abs, c_fn="fabs", python=abs),
     # a float comparison used by the lowering (not a MoA primitive): no flops counted
-    Op("gt", 2, None, ">", ">", np.greater, c_infix=">", flops=0),
+    Op("gt", 2, None, ">", ">", np.greater, c_infix=">", flops=0, python=operator.gt),
 )}
 
 BINARY = frozenset(n for n, o in OPS.items() if o.arity == 2 and o.token)
@@ -60,4 +71,43 @@ def identity(op: str) -> float:
 
 def red_symbol(op: str) -> str:
     return OPS[op].red_symbol
+
+
+def monadic(op: str) -> str | None:
+    """The unary operator a primitive means when applied to one argument, or None."""
+    o = OPS.get(op)
+    if o is None:
+        return None
+    return o.monadic or (op if o.arity == 1 else None)
+
+
+@dataclass(frozen=True, slots=True)
+class Structural:
+    """A primitive that rearranges or indexes an array rather than computing on its items."""
+    name: str
+    token: str
+    symbol: str
+    static_left: bool = False   # the dyadic use takes a static left operand (index, shape, count, permutation)
+    monadic_only: bool = False
+
+
+STRUCTURAL: dict[str, Structural] = {p.name: p for p in (
+    Structural("psi", "PSI", "ψ", static_left=True),
+    Structural("rho", "RHO", "ρ", static_left=True),
+    Structural("iota", "IOTA", "ι", monadic_only=True),
+    Structural("gamma", "GAMMA", "γ", static_left=True),
+    Structural("gammacol", "GAMMACOL", "γcol", static_left=True),
+    Structural("transpose", "TRANSPOSE", "⍉", static_left=True),
+    Structural("take", "TAKE", "△", static_left=True),
+    Structural("drop", "DROP", "▽", static_left=True),
+    Structural("reverse", "REVERSE", "Φ", monadic_only=True),
+    Structural("cat", "CAT", "#"),
+)}
+
+# the grammar's terminal name -> the primitive it spells
+BY_TOKEN = {p.token: p.name for p in (*OPS.values(), *STRUCTURAL.values()) if p.token}
+STATIC_LEFT = frozenset(n for n, p in STRUCTURAL.items() if p.static_left)
+# primitives with no dyadic meaning: the spelled unary operators and ι, Φ
+MONADIC_ONLY = frozenset(n for n, o in OPS.items() if o.arity == 1 and o.token) \
+    | frozenset(n for n, p in STRUCTURAL.items() if p.monadic_only)
 

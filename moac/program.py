@@ -13,7 +13,7 @@ from pathlib import Path
 from . import dnf, driver
 from .driver import Artifacts
 from .errors import ParseError, Source, Span
-from .front import core, interp, syntax
+from .front import interp, lower, syntax
 from .options import Options
 
 
@@ -22,8 +22,8 @@ class Program:
 
     def __init__(self, text: str, filename: str = "<input>"):
         self.source = Source(text, filename)
-        self.module = syntax.parse(text, filename, core.prelude_fnames())               # stage 1: text -> AST
-        self.core = core.to_core(self.module, self.source)          # stage 2: AST -> core + shapes
+        self.module = syntax.parse(text, filename, lower.prelude_fnames())              # stage 1: text -> AST
+        self.core = lower.to_core(self.module, self.source)         # stage 2: AST -> core + shapes
         self.artifacts: dict = {}                                   # Options -> Artifacts (stages 4-5)
 
     @functools.cached_property

@@ -6,6 +6,7 @@ The helpers are plain functions so that any test module can `from conftest impor
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,9 @@ import sympy as sp
 import moac
 from moac.front.core import size_symbol
 from moac.dnf import evaluate_dnf
+
+# every DNF the tests build is checked by verify_dnf (in `python -m moac` subprocesses too)
+os.environ["MOAC_VERIFY"] = "1"
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

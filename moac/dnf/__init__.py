@@ -1,6 +1,10 @@
 """Stage 3: Core -> Denotational Normal Form (ψ-reduction)."""
-from .reduce import (DNF, DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt, canonical_key, evaluate_dnf,
-                     fmt_index, format_dnf, format_stmt, format_trace, free_index_vars, to_dnf)
+from .evaluate import evaluate_dnf
+from .ir import DNF, DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt, fmt_index, format_dnf, format_stmt, format_trace
+from .rules import to_dnf
+from .verify import verify_dnf
+from .walk import canonical_key, children, free_index_vars, map_children, substitute
 
-__all__ = ["DNF", "DConst", "DIndex", "DOp", "DRead", "DReduce", "DSelect", "DStmt", "canonical_key",
-           "evaluate_dnf", "fmt_index", "format_dnf", "format_stmt", "format_trace", "free_index_vars", "to_dnf"]
+__all__ = ["DNF", "DConst", "DIndex", "DOp", "DRead", "DReduce", "DSelect", "DStmt", "canonical_key", "children",
+           "evaluate_dnf", "fmt_index", "format_dnf", "format_stmt", "format_trace", "free_index_vars",
+           "map_children", "substitute", "to_dnf", "verify_dnf"]

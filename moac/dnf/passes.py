@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from .reduce import DIndex, DOp, DRead, DReduce, DSelect, DStmt, canonical_key, free_index_vars
+from .ir import DOp, DRead, DReduce, DSelect, DStmt
+from .walk import canonical_key, free_index_vars
 
 
 def hoist_selects(e):
@@ -126,35 +127,6 @@ def materialise(stmts: list[DStmt], avoid: tuple = ()) -> list[DStmt]:
         emit_deps(body)
         result.append(DStmt(st.name, st.vars, st.shape, body, st.role))
     return result
-
-
-def children(e) -> tuple:
-    match e:
-        case DOp(args=args):
-            return tuple(args)
-        case DReduce(body=b):
-            return (b,)
-        case DSelect(then=t, other=o):
-            return (t, o)
-    return ()
-
-
-def substitute(e, sub: dict):
-    """xreplace on every index, extent and condition of a DNF expression."""
-    if not sub:
-        return e
-    match e:
-        case DRead(array=a, index=idx):
-            return DRead(a, tuple(sp.sympify(i).xreplace(sub) for i in idx))
-        case DIndex(expr=x):
-            return DIndex(sp.sympify(x).xreplace(sub))
-        case DOp(op=op, args=args):
-            return DOp(op, tuple(substitute(a, sub) for a in args))
-        case DReduce(op=op, var=v, extent=ext, body=b):
-            return DReduce(op, v, sp.sympify(ext).xreplace(sub), substitute(b, sub))
-        case DSelect(cond=c, then=t, other=o):
-            return DSelect(sp.sympify(c).xreplace(sub), substitute(t, sub), substitute(o, sub))
-    return e
 
 
 def hoist_guards(stmts: tuple) -> tuple:

@@ -134,7 +134,7 @@ def _body(unit: CUnit, indent: int) -> str:
 
 
 def to_c(unit: CUnit, sig: Signature, target) -> str:
-    from .. import __version__
+    from ..version import __version__
     arrays = [p for p in sig.params if p.kind != "size"]
     data_pragma = host_data_pragma = None
     if target.device_entry:

@@ -6,30 +6,15 @@ from __future__ import annotations
 import numpy as np
 
 from . import core as C
+from .sizes import bind
 from ..errors import ArgumentError
+from ..ops import OPS
 
-_BIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-        "max": np.maximum, "min": np.minimum, "pow": np.power}
-_UN = {"neg": np.negative, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "abs": np.abs,
-       "recip": lambda x: 1.0 / x}
-_RED = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
-_IDENT = {"add": 0.0, "mul": 1.0, "max": -np.inf, "min": np.inf}
 
 
 def bind_sizes(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) -> dict:
     """Bind the size symbols from the given sizes and the input arrays' shapes."""
-    from .sizes import bind
     return bind(program, {k: np.shape(v) for k, v in arrays.items()}, sizes)
-
-
-def check_constraints(program: C.CoreProgram, env: dict) -> None:
-    """Raise a positioned ArgumentError if the bound sizes violate a run-time condition."""
-    import sympy as sp
-    for c in program.constraints:
-        if not bool(sp.sympify(c.cond).xreplace(env)):
-            free = sp.sympify(c.cond).free_symbols
-            shown = ", ".join(f"{k.name} = {env[k]}" for k in program.sizes if k in free and k in env)
-            raise ArgumentError(f"{c.message}, but {shown}", c.span, program.source)
 
 
 def evaluate(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) -> dict:
@@ -78,12 +63,9 @@ class _Eval:
                 return np.arange(self.size(n), dtype=np.float64)
             case C.CNamed(arg=a):
                 return ev(a, cells)
-            case C.CMap(op=op, args=(a,)):
+            case C.CMap(op=op, args=args):
                 with np.errstate(all="ignore"):
-                    return _UN[op](ev(a, cells))
-            case C.CMap(op=op, args=(a, b)):
-                with np.errstate(all="ignore"):
-                    return _BIN[op](ev(a, cells), ev(b, cells))
+                    return OPS[op].numpy(*(ev(a, cells) for a in args))
             case C.CPsi(index=idx, arg=a):
                 arr = ev(a, cells)
                 ix = tuple(self.size(i) for i in idx)
@@ -116,8 +98,8 @@ class _Eval:
             case C.CRed(op=op, arg=a):
                 arr = ev(a, cells)
                 if arr.shape[0] == 0:
-                    return np.full(arr.shape[1:], _IDENT[op])
-                return _RED[op].reduce(arr, axis=0)
+                    return np.full(arr.shape[1:], OPS[op].identity)
+                return OPS[op].numpy.reduce(arr, axis=0)
             case C.CInner(f=f, g=g, left=a, right=b):
                 x, y = ev(a, cells), ev(b, cells)
                 if f == "add" and g == "mul":
@@ -126,15 +108,15 @@ class _Eval:
                 xe = x.reshape(x.shape[:-1] + (n,) + (1,) * (y.ndim - 1))
                 ye = y.reshape((1,) * (x.ndim - 1) + y.shape)
                 with np.errstate(all="ignore"):
-                    prod = _BIN[g](xe, ye)
+                    prod = OPS[g].numpy(xe, ye)
                 ax = x.ndim - 1
                 if n == 0:
-                    return np.full(prod.shape[:ax] + prod.shape[ax + 1:], _IDENT[f])
-                return _RED[f].reduce(prod, axis=ax)
+                    return np.full(prod.shape[:ax] + prod.shape[ax + 1:], OPS[f].identity)
+                return OPS[f].numpy.reduce(prod, axis=ax)
             case C.COuter(g=g, left=a, right=b):
                 x, y = ev(a, cells), ev(b, cells)
                 with np.errstate(all="ignore"):
-                    return _BIN[g](x.reshape(x.shape + (1,) * y.ndim), y.reshape((1,) * x.ndim + y.shape))
+                    return OPS[g].numpy(x.reshape(x.shape + (1,) * y.ndim), y.reshape((1,) * x.ndim + y.shape))
             case C.CCell(id=cid):
                 return cells[cid]
             case C.COmega(frame=frame, args=args, cells=cs, frames=frames, body=body):

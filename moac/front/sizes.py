@@ -87,7 +87,6 @@ def bind(program, shapes: dict, given: dict | None = None) -> dict:
     """Bind every size from given values and the arrays' shapes (name -> tuple of ints);
     a mismatch raises ArgumentError naming the input, the axis, the expected extent and
     what was given.  Run-time conditions (take counts, ψ indices) are checked last."""
-    from .interp import check_constraints
     env = resolve(program, given or {})
     eqs = []
     for info in program.inputs:
@@ -112,6 +111,15 @@ def bind(program, shapes: dict, given: dict | None = None) -> dict:
         raise ArgumentError(f"size(s) {', '.join(missing)} are not fixed by any input; pass them explicitly")
     check_constraints(program, env)
     return env
+
+
+def check_constraints(program, env: dict) -> None:
+    """Raise a positioned ArgumentError if the bound sizes violate a run-time condition."""
+    for c in program.constraints:
+        if not bool(sp.sympify(c.cond).xreplace(env)):
+            free = sp.sympify(c.cond).free_symbols
+            shown = ", ".join(f"{k.name} = {env[k]}" for k in program.sizes if k in free and k in env)
+            raise ArgumentError(f"{c.message}, but {shown}", c.span, program.source)
 
 
 def _mismatch(program, name, ax, ext, dim, env) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 import lark
 
 from ..errors import ParseError, Source, Span
+from ..ops import BY_TOKEN
 
 # --------------------------------------------------------------------------- AST
 
@@ -40,7 +41,7 @@ class Vector(Node):
 
 @dataclass(frozen=True, slots=True)
 class Prim(Node):
-    op: str          # canonical name: add, sub, psi, rho, ...
+    op: str          # canonical name (ops.py): add, sub, psi, rho, ...
     text: str        # as written
 
 
@@ -139,22 +140,6 @@ class Module(Node):
     stmts: tuple
 
 
-PRIM_NAMES = {
-    "PLUS": "add", "MINUS": "sub", "TIMES": "mul", "DIVIDE": "div", "MAX": "max", "MIN": "min",
-    "POW": "pow", "EXP": "exp", "LOG": "log", "SQRT": "sqrt", "ABS": "abs", "PSI": "psi",
-    "RHO": "rho", "IOTA": "iota", "GAMMA": "gamma", "GAMMACOL": "gammacol",
-    "TRANSPOSE": "transpose", "TAKE": "take", "DROP": "drop", "REVERSE": "reverse", "CAT": "cat",
-}
-
-# How each primitive is printed back (Unicode spelling).
-PRIM_SYMBOL = {
-    "add": "+", "sub": "−", "mul": "×", "div": "÷", "max": "max", "min": "min", "pow": "⋆",
-    "exp": "exp", "log": "log", "sqrt": "√", "abs": "abs", "psi": "ψ", "rho": "ρ", "iota": "ι",
-    "gamma": "γ", "gammacol": "γcol", "transpose": "⍉", "take": "△", "drop": "▽",
-    "reverse": "Φ", "cat": "#", "neg": "−",
-}
-
-
 # --------------------------------------------------------------------------- parser
 
 
@@ -241,7 +226,7 @@ class _ToAST(lark.Transformer):
         if len(items) == 1 and isinstance(items[0], Prim):
             return items[0]
         (tok,) = items
-        return Prim(_span(tok), PRIM_NAMES[tok.type], str(tok))
+        return Prim(_span(tok), BY_TOKEN[tok.type], str(tok))
 
     def inner(self, meta, items):
         f, _dot, g = items
@@ -275,6 +260,11 @@ KEYWORDS = {
 
 _FN_DEF = re.compile(r"^[ \t]*fn[ \t]+([A-Za-z_][A-Za-z_0-9]*)", re.M)
 _ASSIGNED = re.compile(r"^[ \t]*([A-Za-z_][A-Za-z_0-9]*)[ \t]*(?:=|←)", re.M)
+
+
+def defined_fnames(text: str) -> frozenset[str]:
+    """The names a source text defines with `fn` (the lexer spells them FNAME)."""
+    return frozenset(_FN_DEF.findall(text))
 
 
 def grammar_text() -> str:
@@ -318,7 +308,7 @@ def parse(text: str, filename: str = "<input>", extra_fnames: frozenset[str] = f
     if text.startswith("\ufeff"):          # a UTF-8 byte-order mark: blank it, keeping columns
         text = " " + text[1:]
     assigned = set(_ASSIGNED.findall(text))
-    fnames = frozenset(_FN_DEF.findall(text)) | (extra_fnames - assigned)
+    fnames = defined_fnames(text) | (extra_fnames - assigned)
     try:
         tree = _parser(fnames).parse(text if text.endswith("\n") else text + "\n")
         return _ToAST().transform(tree)

@@ -7,7 +7,7 @@ import sympy as sp
 
 from .. import ops
 from ..dnf import DConst, DIndex, DOp, DRead, DReduce, DSelect, fmt_index
-from ..dnf.passes import substitute
+from ..dnf import substitute
 from ..front.sizes import resolve
 from .ir import Buffer, Const, Guard, IndexValue, Let, Local, Loop, Op, Read, Set
 

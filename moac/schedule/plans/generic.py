@@ -13,7 +13,8 @@ import sympy as sp
 
 from ... import ops
 from ...dnf import DReduce, DStmt, fmt_index
-from ...dnf.passes import children, materialise
+from ...dnf import children
+from ...dnf.passes import materialise
 from ..index import gamma, internal, lane_diff, narrow_update, size_key
 from ..ir import Buffer, Const, Kernel, Let, LetIndex, Lift, Local, Loop, Op, Serial, Scope, Set, Store, Guard
 from ..lower import Names, lower, read

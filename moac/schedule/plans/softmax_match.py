@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from ...dnf import DOp, DRead, DReduce, DStmt, canonical_key, free_index_vars
-from ...dnf.passes import substitute
+from ...dnf import substitute
 
 
 @dataclass(frozen=True)

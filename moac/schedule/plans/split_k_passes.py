@@ -6,8 +6,7 @@ import math
 
 import sympy as sp
 
-from ...dnf import fmt_index
-from ...dnf.passes import substitute
+from ...dnf import fmt_index, substitute
 from ..index import internal
 from ..ir import Const, Let, LetIndex, Lift, Local, Loop, Op, Set, Store
 from ..lower import logical, lower, read

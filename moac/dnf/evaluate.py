@@ -1,0 +1,64 @@
+"""Direct evaluation of a DNF, element by element in plain Python: the tests check the
+ψ-reduction against the reference interpreter with it on small shapes."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import sympy as sp
+
+from ..front.interp import bind_sizes
+from ..ops import OPS
+from .ir import DNF, DConst, DIndex, DOp, DRead, DReduce, DSelect
+
+
+def evaluate_dnf(d: DNF, arrays: dict, sizes: dict | None = None) -> dict:
+    """Evaluate the DNF element by element (plain Python): used by the tests to check the
+    ψ-reduction against the reference interpreter on small shapes."""
+    env = bind_sizes(d.program, arrays, sizes)
+    store = {k: np.asarray(v, dtype=np.float64) for k, v in arrays.items()}
+
+    def ival(x, ienv) -> int:
+        v = sp.sympify(x).xreplace(ienv)
+        if not v.is_Integer:
+            raise ValueError(f"index {x} did not evaluate to an integer: {v}")
+        return int(v)
+
+    def ev(e, ienv):
+        match e:
+            case DRead(array=a, index=idx):
+                ix = tuple(ival(i, ienv) for i in idx)
+                arr = store[a]
+                for k, i in enumerate(ix):
+                    if not 0 <= i < arr.shape[k]:
+                        raise IndexError(f"DNF reads {a}{list(ix)} outside shape {arr.shape}")
+                return float(arr[ix])
+            case DConst(value=v):
+                return float(v)
+            case DIndex(expr=x):
+                return float(ival(x, ienv))
+            case DOp(op=op, args=args):
+                return OPS[op].python(*(ev(a, ienv) for a in args))
+            case DReduce(op=op, var=v, extent=ext, body=b):
+                fn, acc = OPS[op].python, OPS[op].identity
+                for i in range(ival(ext, ienv)):
+                    acc = fn(acc, ev(b, {**ienv, v: sp.Integer(i)}))
+                return acc
+            case DSelect(cond=c, then=t, other=o):
+                return ev(t, ienv) if bool(sp.sympify(c).xreplace(ienv)) else ev(o, ienv)
+        raise TypeError(e)
+
+    out = {}
+    base = dict(env)
+    for st in d.stmts:
+        shape = tuple(ival(s, base) for s in st.shape)
+        res = np.empty(shape, dtype=np.float64)
+        for ix in itertools.product(*(range(s) for s in shape)):
+            ienv = {**base, **{v: sp.Integer(i) for v, i in zip(st.vars, ix)}}
+            res[ix] = ev(st.body, ienv)
+        if st.role == "update":                     # the buffer keeps its rows beyond the update's
+            res = np.concatenate([res, store[st.name][res.shape[0]:]], axis=0)
+        store[st.name] = res
+        if st.role in ("output", "update"):
+            out[st.name] = res
+    return out

@@ -1,0 +1,318 @@
+"""Core program -> Denotational Normal Form by ψ-reduction (stage 3: `to_dnf`).
+
+Every output element becomes one closed expression over ψ-selections of the stored
+inputs, with explicit bound reduction variables and guards.  No transpose,
+reshape, catenation, take/drop/reverse or Ω survives: each is an index rewrite.
+A temporary is kept only where a reduction result is reused under scalar
+extension (softmax's max and sum): recomputing it per element would change the
+complexity.  Each rewrite is recorded with the name of the rule that fired.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from ..front import core as C
+from ..errors import RewriteError
+from ..ops import OPS
+from .ir import (DNF, DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt, TraceStep, fmt_index, fmt_num,
+                 fmt_vec, format_expr, index_var)
+from .reshape import reshape_index, simplify_index
+from .verify import verify_dnf
+from .walk import canonical_key, free_index_vars, has_reduce, map_children, substitute
+
+
+def core_text(c: C.Core) -> str:
+    """A short readable rendering of a core node for the rewrite trace."""
+    match c:
+        case C.CInput(name=n) | C.CNamed(name=n):
+            return n
+        case C.CConst(value=v):
+            return fmt_num(v)
+        case C.CSize(expr=e):
+            return fmt_index(e)
+        case C.CVec(items=items):
+            return "⟨" + " ".join(core_text(i) for i in items) + "⟩"
+        case C.CIota(n=n):
+            return f"ι{fmt_index(n)}"
+        case C.CMap(op=op, args=(a,)):
+            return f"{OPS[op].dnf_text}{core_text(a)}"
+        case C.CMap(op=op, args=(a, b)):
+            return f"({core_text(a)} {OPS[op].dnf_text} {core_text(b)})"
+        case C.CPsi(index=idx, arg=a):
+            return f"{fmt_vec(idx)}ψ{core_text(a)}"
+        case C.CTranspose(perm=p, arg=a):
+            if tuple(p) == tuple(reversed(range(len(p)))):
+                return f"⍉{core_text(a)}"
+            return f"{fmt_vec(p)}⍉{core_text(a)}"
+        case C.CReshape(shape=s, arg=a):
+            return f"{fmt_vec(s)}ρ{core_text(a)}"
+        case C.CCat(left=a, right=b):
+            return f"({core_text(a)} # {core_text(b)})"
+        case C.CTake(count=k, arg=a):
+            return f"{fmt_index(k)}△{core_text(a)}"
+        case C.CDrop(count=k, arg=a):
+            return f"{fmt_index(k)}▽{core_text(a)}"
+        case C.CReverse(arg=a):
+            return f"Φ{core_text(a)}"
+        case C.CRed(op=op, arg=a):
+            return f"{OPS[op].dnf_text}red {core_text(a)}"
+        case C.CInner(f=f, g=g, left=a, right=b):
+            return f"({core_text(a)} {OPS[f].dnf_text}.{OPS[g].dnf_text} {core_text(b)})"
+        case C.COuter(g=g, left=a, right=b):
+            return f"({core_text(a)} ∘.{OPS[g].dnf_text} {core_text(b)})"
+        case C.COmega(args=args, body=b):
+            return f"Ω[{core_text(b)}]({', '.join(core_text(a) for a in args)})"
+        case C.CCell():
+            return "cell"
+    return type(c).__name__  # pragma: no cover
+
+
+# --------------------------------------------------------------------------- ψ-reduction
+
+
+@dataclass
+class _Ctx:
+    program: C.CoreProgram
+    stmts: list = field(default_factory=list)
+    trace: list = field(default_factory=list)
+    temps: dict = field(default_factory=dict)       # canonical key -> (name, free vars order)
+    temp_names: set = field(default_factory=set)
+    used: set = field(default_factory=set)          # variable names in the current statement
+    scope: dict = field(default_factory=dict)       # var -> extent, in binding order
+    cells: dict = field(default_factory=dict)       # cell id -> (core arg, frame index)
+    guards: list = field(default_factory=list)      # catenation conditions around the current node
+
+    def fresh(self, extent) -> sp.Symbol:
+        ext = sp.sympify(extent)
+        base = None
+        if isinstance(ext, sp.Symbol):
+            base = self.program.index_hints.get(ext.name)
+        reserved = {s.name for s in self.program.sizes} | {i.name for i in self.program.inputs} | \
+            {o[0] for o in self.program.outputs} | self.temp_names
+        candidates = [base] if base else []
+        candidates += ["i", "j", "k", "l", "p", "r", "t", "u", "w"]
+        for cand in candidates:
+            if cand not in self.used and cand not in reserved:
+                self.used.add(cand)
+                return index_var(cand)
+        root = base or "i"
+        k = 1
+        while f"{root}{k}" in self.used or f"{root}{k}" in reserved:
+            k += 1
+        self.used.add(f"{root}{k}")
+        return index_var(f"{root}{k}")
+
+    def log(self, rule: str, node: C.Core, idx: tuple, after: str):
+        self.trace.append(TraceStep(rule, f"{fmt_vec(idx)}ψ{core_text(node)}" if idx else core_text(node), after))
+
+
+def psi_reduce(node: C.Core, idx: tuple, ctx: _Ctx):
+    """The full ψ-selection ⟨idx⟩ψnode as a DNF expression (len(idx) == rank of node)."""
+    assert len(idx) == node.rank, (type(node).__name__, idx, node.shape)
+    match node:
+        case C.CInput(name=name):
+            return DRead(name, tuple(simplify_index(i) for i in idx))
+        case C.CConst(value=v):
+            return DConst(v)
+        case C.CSize(expr=e):
+            return DIndex(e)
+        case C.CVec(items=items):
+            (i,) = idx
+            if sp.sympify(i).is_Integer:
+                return psi_reduce(items[int(i)], (), ctx)
+            out = psi_reduce(items[-1], (), ctx)
+            for k in range(len(items) - 2, -1, -1):
+                out = DSelect(sp.Eq(i, k), psi_reduce(items[k], (), ctx), out)
+            return out
+        case C.CIota():
+            return DIndex(idx[0])
+        case C.CNamed(name=name, arg=arg):
+            return psi_reduce(arg, idx, ctx)
+        case C.CMap(op=op, args=args):
+            parts = []
+            for a in args:
+                if a.rank == 0 and node.rank > 0:
+                    parts.append(_extended(a, ctx))
+                else:
+                    parts.append(psi_reduce(a, idx, ctx))
+            return DOp(op, tuple(parts))
+        case C.CPsi(index=pre, arg=arg):
+            full = tuple(pre) + tuple(idx)
+            ctx.log("ψ∘ψ", node, idx, f"{fmt_vec(full)}ψ{core_text(arg)}")
+            return psi_reduce(arg, full, ctx)
+        case C.CTranspose(perm=perm, arg=arg):
+            new = tuple(idx[perm[k]] for k in range(arg.rank))
+            ctx.log("ψ-transpose", node, idx, f"{fmt_vec(new)}ψ{core_text(arg)}")
+            return psi_reduce(arg, new, ctx)
+        case C.CReshape(arg=arg):
+            if C.same_shape(node.shape, arg.shape):
+                new = tuple(idx)
+            elif any(sp.sympify(d) == 0 for d in arg.shape):
+                new = tuple(sp.Integer(0) for _ in arg.shape)   # no elements: never read (no Mod by 0)
+            else:
+                new = reshape_index(tuple(idx), tuple(node.shape), tuple(arg.shape))
+            ctx.log("ψ-reshape", node, idx, f"{fmt_vec(new)}ψ{core_text(arg)}")
+            return psi_reduce(arg, new, ctx)
+        case C.CCat(left=a, right=b, item=item):
+            i0, rest = idx[0], tuple(idx[1:])
+            na = a.shape[0]
+            cond = sp.Lt(i0, na)
+            bidx = rest if item else (i0 - na,) + rest
+            ctx.log("ψ-catenate", node, idx, f"{fmt_vec(idx)}ψ{core_text(a)} if {fmt_index(i0)} < {fmt_index(na)} "
+                    f"else {fmt_vec(bidx)}ψ{core_text(b)}")
+            if C.provably(cond):
+                return psi_reduce(a, idx, ctx)
+            if C.provably_false(cond):
+                return psi_reduce(b, bidx, ctx)
+            with _guard(ctx, cond):
+                then = psi_reduce(a, idx, ctx)
+            with _guard(ctx, sp.Not(cond)):
+                other = psi_reduce(b, bidx, ctx)
+            return DSelect(cond, then, other)
+        case C.CTake(count=k, arg=arg):
+            new = tuple(idx) if sp.sympify(k).is_nonnegative else (idx[0] + arg.shape[0] + k,) + tuple(idx[1:])
+            ctx.log("ψ-take", node, idx, f"{fmt_vec(new)}ψ{core_text(arg)}")
+            return psi_reduce(arg, new, ctx)
+        case C.CDrop(count=k, arg=arg):
+            new = (idx[0] + k,) + tuple(idx[1:]) if sp.sympify(k).is_nonnegative else tuple(idx)
+            ctx.log("ψ-drop", node, idx, f"{fmt_vec(new)}ψ{core_text(arg)}")
+            return psi_reduce(arg, new, ctx)
+        case C.CReverse(arg=arg):
+            new = (arg.shape[0] - 1 - idx[0],) + tuple(idx[1:])
+            ctx.log("ψ-reverse", node, idx, f"{fmt_vec(new)}ψ{core_text(arg)}")
+            return psi_reduce(arg, new, ctx)
+        case C.CRed(op=op, arg=arg):
+            v = ctx.fresh(arg.shape[0])
+            with _bound(ctx, v, arg.shape[0]):
+                body = psi_reduce(arg, (v,) + tuple(idx), ctx)
+            out = DReduce(op, v, arg.shape[0], body)
+            ctx.log("ψ-reduce", node, idx, format_expr(out))
+            return out
+        case C.CInner(f=f, g=g, left=a, right=b):
+            ext = a.shape[-1]
+            v = ctx.fresh(ext)
+            ra = a.rank - 1
+            with _bound(ctx, v, ext):
+                body = DOp(g, (psi_reduce(a, tuple(idx[:ra]) + (v,), ctx),
+                               psi_reduce(b, (v,) + tuple(idx[ra:]), ctx)))
+            out = DReduce(f, v, ext, body)
+            ctx.log("ψ-inner", node, idx, format_expr(out))
+            return out
+        case C.COuter(g=g, left=a, right=b):
+            out = DOp(g, (psi_reduce(a, tuple(idx[:a.rank]), ctx), psi_reduce(b, tuple(idx[a.rank:]), ctx)))
+            ctx.log("ψ-outer", node, idx, format_expr(out))
+            return out
+        case C.COmega(frame=frame, args=args, cells=cells, frames=frames, body=body):
+            fidx = tuple(idx[:len(frame)])
+            saved = dict(ctx.cells)
+            for a, cell, fr in zip(args, cells, frames):
+                ctx.cells[cell.id] = (a, fidx if fr else ())
+            ctx.log("ψ-Ω", node, idx, f"{fmt_vec(idx[len(frame):])}ψ{core_text(body)} with cells "
+                    + ", ".join(f"{fmt_vec(fidx if fr else ())}ψ{core_text(a)}" for a, fr in zip(args, frames)))
+            try:
+                return psi_reduce(body, tuple(idx[len(frame):]), ctx)
+            finally:
+                ctx.cells = saved
+        case C.CCell(id=cid):
+            arg, fidx = ctx.cells[cid]
+            saved = dict(ctx.cells)
+            try:
+                return psi_reduce(arg, tuple(fidx) + tuple(idx), ctx)
+            finally:
+                ctx.cells = saved
+    raise RewriteError(f"no ψ-rule for {type(node).__name__}", node.span, ctx.program.source)
+
+
+class _bound:
+    def __init__(self, ctx: _Ctx, var, extent):
+        self.ctx, self.var, self.extent = ctx, var, extent
+
+    def __enter__(self):
+        self.ctx.scope[self.var] = self.extent
+
+    def __exit__(self, *exc):
+        del self.ctx.scope[self.var]
+
+
+class _guard:
+    def __init__(self, ctx: _Ctx, cond):
+        self.ctx, self.cond = ctx, cond
+
+    def __enter__(self):
+        self.ctx.guards.append(self.cond)
+
+    def __exit__(self, *exc):
+        self.ctx.guards.pop()
+
+
+def _extended(a: C.Core, ctx: _Ctx):
+    """A rank-0 operand used for every element of a larger array (scalar extension)."""
+    d = psi_reduce(a, (), ctx)
+    if not has_reduce(d):
+        return d
+    free = [v for v in ctx.scope if v in free_index_vars(d)]
+    # The temporary is computed over the whole domain of its free variables, but inside a
+    # catenation branch its reads are valid only where that branch is taken: keep the guard.
+    sizes = set(ctx.program.sizes)
+    guards = [g for g in ctx.guards if sp.sympify(g).free_symbols - sizes
+              and sp.sympify(g).free_symbols - sizes <= set(free)]
+    if guards:
+        d = DSelect(sp.And(*guards), d, DConst(0.0))
+    key = (canonical_key(d, {v: sp.Symbol(f"_f{k}") for k, v in enumerate(free)}), len(free))
+    if key in ctx.temps:
+        name = ctx.temps[key]
+        ctx.log("reuse-temporary", a, (), f"{name}")
+        return DRead(name, tuple(free))
+    base = a.name if isinstance(a, C.CNamed) else "t"
+    name, k = base, 1
+    taken = ({i.name for i in ctx.program.inputs} | {o[0] for o in ctx.program.outputs}
+             | {s.name for s in ctx.program.sizes} | ctx.used)   # a temp must not shadow a size or index
+    while name in ctx.temp_names or name in taken:
+        k += 1
+        name = f"{base}{k}"
+    ctx.temp_names.add(name)
+    ctx.temps[key] = name
+    # the temporary is a statement of its own: give its bound variables fresh, preferred names
+    saved_used = ctx.used
+    ctx.used = {v.name for v in free}
+    body = rename_bound(d, ctx, {})
+    ctx.used = saved_used
+    ctx.stmts.append(DStmt(name, tuple(free), tuple(ctx.scope[v] for v in free), body, "temp"))
+    ctx.log("temporary", a, (), f"{name} (a reduction reused under scalar extension)")
+    return DRead(name, tuple(free))
+
+
+def rename_bound(e, ctx: _Ctx, sub: dict):
+    """Rename every bound reduction variable of `e` with ctx.fresh (outermost first); `sub`
+    maps the enclosing ones already renamed to their new names."""
+    match e:
+        case DReduce(op=op, var=v, extent=ext, body=b):
+            nv = ctx.fresh(ext)
+            return DReduce(op, nv, sp.sympify(ext).xreplace(sub), rename_bound(b, ctx, {**sub, v: nv}))
+        case DSelect(cond=c, then=t, other=o):
+            return DSelect(sp.sympify(c).xreplace(sub), rename_bound(t, ctx, sub), rename_bound(o, ctx, sub))
+        case DOp():
+            return map_children(e, lambda a: rename_bound(a, ctx, sub))
+    return substitute(e, sub)               # a read, a constant or an index value
+
+
+def to_dnf(program: C.CoreProgram) -> DNF:
+    """ψ-reduce every output of a core program to its DNF (verified when MOAC_VERIFY=1)."""
+    ctx = _Ctx(program)
+    # the updates last: they overwrite buffers the others read
+    for role, named in (("output", program.outputs), ("update", program.updates)):
+        for name, node in named:
+            ctx.used = set()
+            ctx.scope = {}
+            vars_ = tuple(ctx.fresh(n) for n in node.shape)
+            for v, n in zip(vars_, node.shape):
+                ctx.scope[v] = n
+            body = psi_reduce(node.arg, vars_, ctx)
+            ctx.stmts.append(DStmt(name, vars_, node.shape, body, role))
+    d = DNF(program, tuple(ctx.stmts), tuple(ctx.trace))
+    if os.environ.get("MOAC_VERIFY") == "1":
+        verify_dnf(d)
+    return d

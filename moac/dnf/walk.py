@@ -1,0 +1,107 @@
+"""Walks over DNF expressions.
+
+`children`, `map_children` and `substitute` are the one traversal of the node types:
+a pass matches the nodes it cares about and hands the rest to them.  Built on them:
+the free variables, whether a reduction occurs, and a key that equates expressions
+differing only in their bound variable names."""
+from __future__ import annotations
+
+import sympy as sp
+
+from .ir import DConst, DIndex, DOp, DRead, DReduce, DSelect
+
+
+def children(e) -> tuple:
+    """The sub-expressions of a DNF expression, in order (a read, constant or index value has none)."""
+    match e:
+        case DOp(args=args):
+            return tuple(args)
+        case DReduce(body=b):
+            return (b,)
+        case DSelect(then=t, other=o):
+            return (t, o)
+        case DRead() | DConst() | DIndex():
+            return ()
+    raise TypeError(e)
+
+
+def map_children(e, f):
+    """`e` rebuilt with f applied to each sub-expression, in order (a leaf is returned as it is)."""
+    match e:
+        case DOp(op=op, args=args):
+            return DOp(op, tuple(f(a) for a in args))
+        case DReduce(op=op, var=v, extent=ext, body=b):
+            return DReduce(op, v, ext, f(b))
+        case DSelect(cond=c, then=t, other=o):
+            return DSelect(c, f(t), f(o))
+        case DRead() | DConst() | DIndex():
+            return e
+    raise TypeError(e)
+
+
+def substitute(e, sub: dict):
+    """`e` with sympy's xreplace(sub) applied to every index, extent, condition and index
+    value.  A reduction's bound variable shadows: inside its body sub does not replace it."""
+    if not sub:
+        return e
+
+    def x(v):
+        return sp.sympify(v).xreplace(sub)
+
+    match e:
+        case DRead(array=a, index=idx):
+            return DRead(a, tuple(x(i) for i in idx))
+        case DIndex(expr=v):
+            return DIndex(x(v))
+        case DReduce(op=op, var=v, extent=ext, body=b):
+            return DReduce(op, v, x(ext), substitute(b, {k: w for k, w in sub.items() if k != v}))
+        case DSelect(cond=c, then=t, other=o):
+            return DSelect(x(c), substitute(t, sub), substitute(o, sub))
+    return map_children(e, lambda c: substitute(c, sub))
+
+
+def free_index_vars(e) -> set:
+    """Index variables occurring free in a DNF expression."""
+    match e:
+        case DRead(index=idx):
+            return set().union(*(sp.sympify(i).free_symbols for i in idx)) if idx else set()
+        case DConst():
+            return set()
+        case DIndex(expr=x):
+            return set(sp.sympify(x).free_symbols)
+        case DOp(args=args):
+            return set().union(*(free_index_vars(a) for a in args))
+        case DReduce(var=v, extent=ext, body=b):
+            return (free_index_vars(b) - {v}) | set(sp.sympify(ext).free_symbols)
+        case DSelect(cond=c, then=t, other=o):
+            return set(sp.sympify(c).free_symbols) | free_index_vars(t) | free_index_vars(o)
+    raise TypeError(e)
+
+
+def has_reduce(e) -> bool:
+    return isinstance(e, DReduce) or any(has_reduce(c) for c in children(e))
+
+
+def canonical_key(e, names: dict | None = None):
+    """A hashable key equal for expressions that differ only in bound variable names."""
+    names = {} if names is None else names
+
+    def ren(x):
+        return sp.sympify(x).xreplace(names) if names else sp.sympify(x)
+
+    match e:
+        case DRead(array=a, index=idx):
+            return ("read", a, tuple(ren(i) for i in idx))
+        case DConst(value=v):
+            return ("const", v)
+        case DIndex(expr=x):
+            return ("index", ren(x))
+        case DOp(op=op, args=args):
+            return ("op", op, tuple(canonical_key(a, names) for a in args))
+        case DReduce(op=op, var=v, extent=ext, body=b):
+            inner = dict(names)
+            inner[v] = sp.Symbol(f"_b{len(names)}", integer=True, nonnegative=True)
+            return ("red", op, ren(ext), canonical_key(b, inner))
+        case DSelect(cond=c, then=t, other=o):
+            return ("sel", ren(c), canonical_key(t, names), canonical_key(o, names))
+    raise TypeError(e)

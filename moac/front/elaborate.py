@@ -1,0 +1,371 @@
+"""Expressions -> core nodes: the elaborator of stage 2.
+
+It resolves names, inlines user functions (the prelude's `softmax` among them),
+turns every operator into one core node, and infers each node's shape.  Every
+shape rule of DESIGN.md §3 is checked here; a violation is a ShapeError at the
+offending expression.  Shape conditions that only the run-time sizes decide are
+collected as constraints.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+from . import syntax as S
+from .core import (CCat, CCell, CConst, CDrop, CInner, CInput, CIota, CMap, CNamed, COmega, COuter, Constraint,
+                   Core, CPsi, CRed, CReshape, CReverse, CSize, CTake, CTranspose, CVec, provably, same, same_shape,
+                   show_expr, show_shape)
+from ..errors import MoacError, NameError_, ParseError, ShapeError, Source, Span
+from ..ops import BINARY, MONADIC_ONLY, REDUCIBLE, STATIC_LEFT, STRUCTURAL, UNARY, monadic
+
+_cell_ids = itertools.count()
+
+
+@dataclass
+class Scope:
+    names: dict
+    parent: "Scope | None" = None
+
+    def lookup(self, name):
+        s = self
+        while s is not None:
+            if name in s.names:
+                return s.names[name]
+            s = s.parent
+        return None
+
+
+@dataclass
+class Elab:
+    source: Source
+    sizes: dict = field(default_factory=dict)
+    fns: dict = field(default_factory=dict)         # name -> (FnDef, Source)
+    constraints: list = field(default_factory=list)
+    call_stack: list = field(default_factory=list)
+    current_source: Source | None = None
+
+    # ---- errors
+    def err(self, cls, msg: str, node_or_span, notes=()):
+        span = node_or_span if isinstance(node_or_span, Span) else node_or_span.span
+        return cls(msg, span, self.current_source or self.source, notes=tuple(notes))
+
+    def text(self, node) -> str:
+        return (self.current_source or self.source).excerpt(node.span)
+
+    # ---- static values
+    def static_int(self, node: S.Node, scope: Scope) -> sp.Expr:
+        """A static integer expression (numbers, sizes, + − × ÷ on them)."""
+        core = self.expr(node, scope)
+        v = self.core_static(core)
+        if v is None or core.rank != 0:
+            raise self.err(ShapeError, f"expected a static integer (numbers and sizes), got {self.text(node)!r}", node)
+        return v
+
+    def core_static(self, c: Core):
+        match c:
+            case CConst(value=v) if float(v).is_integer():
+                return sp.Integer(int(v))
+            case CSize(expr=e):
+                return e
+            case CNamed(arg=a):
+                return self.core_static(a)
+            case CMap(op=op, args=args) if op in {"add", "sub", "mul", "neg", "max", "min", "div"}:
+                vals = [self.core_static(a) for a in args]
+                if any(v is None for v in vals):
+                    return None
+                if op == "add":
+                    return vals[0] + vals[1]
+                if op == "sub":
+                    return vals[0] - vals[1]
+                if op == "mul":
+                    return vals[0] * vals[1]
+                if op == "neg":
+                    return -vals[0]
+                if op == "max":
+                    return sp.Max(*vals)
+                if op == "min":
+                    return sp.Min(*vals)
+                if op == "div":
+                    q = vals[0] / vals[1]
+                    return q if q.is_integer else None
+        return None
+
+    def static_vector(self, node: S.Node, scope: Scope, what: str) -> tuple:
+        core = self.expr(node, scope)
+        vec = self.core_static_vector(core)
+        if vec is None:
+            raise self.err(ShapeError, f"{what} must be a static vector (numbers and sizes), "
+                           f"got {self.text(node)!r}", node)
+        return vec
+
+    def core_static_vector(self, c: Core):
+        match c:
+            case CVec(items=items):
+                vals = [self.core_static(i) for i in items]
+                return None if any(v is None for v in vals) else tuple(vals)
+            case CNamed(arg=a):
+                return self.core_static_vector(a)
+            case CIota(n=n) if n.is_Integer:
+                return tuple(sp.Integer(i) for i in range(int(n)))
+        if c.rank == 0:
+            v = self.core_static(c)
+            return None if v is None else (v,)
+        return None
+
+    # ---- expressions
+    def expr(self, node: S.Node, scope: Scope) -> Core:
+        match node:
+            case S.Number(value=v):
+                return CConst(node.span, (), float(v))
+            case S.Name(id=name):
+                found = scope.lookup(name)
+                if found is not None:
+                    return found
+                if name in self.sizes:
+                    return CSize(node.span, (), self.sizes[name])
+                if name in self.fns:
+                    raise self.err(NameError_, f"'{name}' is a function; apply it to an argument", node)
+                raise self.err(NameError_, f"undefined name '{name}'", node)
+            case S.Vector(items=items):
+                cores = tuple(self.expr(i, scope) for i in items)
+                for i, c in zip(items, cores):
+                    if c.rank != 0:
+                        raise self.err(ShapeError, f"vector items must be scalars; {self.text(i)!r} has shape "
+                                       f"{show_shape(c.shape)}", i)
+                return CVec(node.span, (sp.Integer(len(cores)),), cores)
+            case S.Monad(fn=fn, arg=arg):
+                return self.apply(fn, (self.expr(arg, scope),), (arg,), node, scope)
+            case S.Dyad(fn=fn, left=left, right=right):
+                if isinstance(fn, S.Prim) and fn.op in STATIC_LEFT:
+                    return self.structural(fn, left, right, node, scope)
+                return self.apply(fn, (self.expr(left, scope), self.expr(right, scope)), (left, right), node, scope)
+        raise self.err(ParseError, "not an expression", node)  # pragma: no cover
+
+    # ---- structural dyads whose left operand is static
+    def structural(self, fn: S.Prim, left: S.Node, right: S.Node, node: S.Node, scope: Scope) -> Core:
+        a = self.expr(right, scope)
+        op = fn.op
+        if op in ("gamma", "gammacol"):
+            idx = self.static_vector(left, scope, "the index of γ")
+            shp = self.static_vector(right, scope, "the shape of γ")
+            if len(idx) != len(shp):
+                raise self.err(ShapeError, f"γ needs an index and a shape of the same length, got "
+                               f"{len(idx)} and {len(shp)}", node)
+            order = range(len(idx)) if op == "gamma" else reversed(range(len(idx)))
+            off = sp.Integer(0)
+            for k in order:
+                off = off * shp[k] + idx[k]
+            return CSize(node.span, (), sp.expand(off))
+        if op == "psi":
+            idx = self.static_vector(left, scope, "a ψ index")
+            return self.psi(idx, a, node, left)
+        if op == "rho":
+            new = self.static_vector(left, scope, "the new shape of ρ")
+            if not same(sp.Mul(*new), sp.Mul(*a.shape)):
+                raise self.err(ShapeError, f"reshape to {show_shape(new)} must keep the number of elements: "
+                               f"π{show_shape(new)} = {show_expr(sp.Mul(*new))} but τ{self.text(right)} = "
+                               f"{show_expr(sp.Mul(*a.shape))}", node)
+            return CReshape(node.span, tuple(new), a)
+        if op == "transpose":
+            perm = self.static_vector(left, scope, "the permutation of ⍉")
+            if not all(p.is_Integer for p in perm) or sorted(int(p) for p in perm) != list(range(a.rank)):
+                raise self.err(ShapeError, f"dyadic ⍉ needs a permutation of ⟨0 … {a.rank - 1}⟩ for an operand of "
+                               f"rank {a.rank}; got {show_shape(perm)}", left)
+            perm = tuple(int(p) for p in perm)
+            shape = [None] * a.rank
+            for k, p in enumerate(perm):
+                shape[p] = a.shape[k]
+            return CTranspose(node.span, tuple(shape), perm, a)
+        if op in ("take", "drop"):
+            k = self.static_int(left, scope)
+            if a.rank == 0:
+                raise self.err(ShapeError, f"{fn.text} needs an array of rank ≥ 1", right)
+            n = a.shape[0]
+            sym = STRUCTURAL[op].symbol
+            bad = sp.Gt(sp.Abs(k), n)
+            if provably(bad):
+                raise self.err(ShapeError, f"{sym} count {k} is larger than the axis length {n}", left)
+            if not provably(sp.Le(sp.Abs(k), n)):
+                self.constraints.append(Constraint(sp.Le(sp.Abs(k), n),
+                                                   f"{sym} count |{k}| must not exceed {n}", left.span))
+            if k.is_nonnegative:
+                length = k if op == "take" else n - k
+            elif k.is_nonpositive:
+                length = -k if op == "take" else n + k
+            else:
+                raise self.err(ShapeError, f"the sign of the {sym} count {k} must be known", left)
+            cls = CTake if op == "take" else CDrop
+            return cls(node.span, (length,) + a.shape[1:], k, a)
+        raise AssertionError(op)  # pragma: no cover
+
+    def psi(self, idx: tuple, a: Core, node, idx_node) -> Core:
+        if len(idx) > a.rank:
+            raise self.err(ShapeError, f"ψ index {show_shape(idx)} has {len(idx)} components but the array has rank "
+                           f"{a.rank}", node)
+        for k, (i, n) in enumerate(zip(idx, a.shape)):
+            if provably(sp.Lt(i, 0)) or provably(sp.Ge(i, n)):
+                raise self.err(ShapeError, f"ψ index component {k} is {i}, outside 0 ≤ i < {n}", idx_node)
+            cond = sp.And(sp.Ge(i, 0), sp.Lt(i, n))
+            if not provably(cond):
+                self.constraints.append(Constraint(cond, f"ψ index component {k} ({i}) must lie in [0, {n})",
+                                                   idx_node.span))
+        return CPsi(node.span, a.shape[len(idx):], tuple(idx), a)
+
+    # ---- function application
+    def apply(self, fn: S.Node, args: tuple, arg_nodes: tuple, node: S.Node, scope: Scope) -> Core:
+        match fn:
+            case S.Prim(op=op):
+                return self.prim(op, fn, args, arg_nodes, node)
+            case S.InnerFn(f=f, g=g):
+                if len(args) != 2:
+                    raise self.err(ShapeError, f"inner product {self.text(fn)} needs a left and a right operand", fn)
+                self.check_scalar_fn(f, 2)
+                self.check_scalar_fn(g, 2)
+                if f.op not in REDUCIBLE:
+                    raise self.err(ShapeError, f"{f.text} cannot reduce; use +, ×, max or min", f)
+                return self.inner(f.op, g.op, args[0], args[1], arg_nodes, node, fn)
+            case S.OuterFn(g=g):
+                if len(args) != 2:
+                    raise self.err(ShapeError, "an outer product needs a left and a right operand", fn)
+                self.check_scalar_fn(g, 2)
+                a, b = args
+                return COuter(node.span, a.shape + b.shape, g.op, a, b)
+            case S.RedFn(fn=inner):
+                if len(args) != 1:
+                    raise self.err(ShapeError, f"{self.text(fn)} is monadic", fn)
+                if not (isinstance(inner, S.Prim) and inner.op in REDUCIBLE):
+                    raise self.err(ShapeError, "red reduces with +, ×, max or min", inner)
+                (a,) = args
+                if a.rank == 0:
+                    raise self.err(ShapeError, f"{self.text(fn)} needs an array of rank ≥ 1, got a scalar", arg_nodes[0])
+                return CRed(node.span, a.shape[1:], inner.op, a)
+            case S.UserFn(name=name):
+                return self.call_user(name, fn, args, arg_nodes, node)
+            case S.OmegaFn(fn=inner, sigmas=vec):
+                return self.omega(inner, vec, args, arg_nodes, node, scope)
+        raise self.err(ParseError, "not a function", fn)  # pragma: no cover
+
+    def check_scalar_fn(self, p: S.Prim, arity: int):
+        ok = BINARY if arity == 2 else UNARY
+        if p.op not in ok:
+            raise self.err(ShapeError, f"{p.text} is not a scalar function here", p)
+
+    def prim(self, op: str, fn: S.Prim, args: tuple, arg_nodes: tuple, node) -> Core:
+        if len(args) == 1:
+            (a,) = args
+            mono = monadic(op)
+            if mono:
+                return CMap(node.span, a.shape, mono, (a,))
+            if op == "rho":
+                return CVec(node.span, (sp.Integer(a.rank),), tuple(CSize(node.span, (), s) for s in a.shape))
+            if op == "iota":
+                n = self.core_static(a)
+                if n is None or a.rank != 0:
+                    raise self.err(ShapeError, f"ι needs a static integer, got {self.text(arg_nodes[0])!r}", arg_nodes[0])
+                return CIota(node.span, (n,), n)
+            if op == "transpose":
+                perm = tuple(reversed(range(a.rank)))
+                return CTranspose(node.span, tuple(reversed(a.shape)), perm, a)
+            if op == "reverse":
+                if a.rank == 0:
+                    raise self.err(ShapeError, "Φ needs an array of rank ≥ 1", arg_nodes[0])
+                return CReverse(node.span, a.shape, a)
+            raise self.err(ShapeError, f"{fn.text} has no monadic meaning", fn)
+        a, b = args
+        if op in BINARY:
+            if a.rank == 0:
+                shape = b.shape
+            elif b.rank == 0 or same_shape(a.shape, b.shape):
+                shape = a.shape
+            else:
+                raise self.err(ShapeError, f"{fn.text} needs operands of equal shape or a scalar; got "
+                               f"{show_shape(a.shape)} and {show_shape(b.shape)}", node)
+            return CMap(node.span, shape, op, (a, b))
+        if op == "cat":
+            if a.rank == 0:
+                raise self.err(ShapeError, "# needs a left operand of rank ≥ 1", arg_nodes[0])
+            if b.rank == a.rank and same_shape(a.shape[1:], b.shape[1:]):
+                return CCat(node.span, (a.shape[0] + b.shape[0],) + a.shape[1:], a, b, False)
+            if b.rank == a.rank - 1 and same_shape(a.shape[1:], b.shape):
+                return CCat(node.span, (a.shape[0] + 1,) + a.shape[1:], a, b, True)
+            raise self.err(ShapeError, f"# needs items of the same shape: {show_shape(a.shape)} # "
+                           f"{show_shape(b.shape)} (1 ▽ ρ of each side, or an item of shape "
+                           f"{show_shape(a.shape[1:])})", node)
+        if op in MONADIC_ONLY:
+            raise self.err(ShapeError, f"{fn.text} is monadic", fn)
+        raise self.err(ShapeError, f"{fn.text} needs a static left operand here", node)  # pragma: no cover
+
+    def inner(self, f: str, g: str, a: Core, b: Core, arg_nodes, node, fn) -> Core:
+        if a.rank == 0 or b.rank == 0:
+            raise self.err(ShapeError, f"inner product {self.text(fn)} needs operands of rank ≥ 1; got "
+                           f"{show_shape(a.shape)} and {show_shape(b.shape)}", node)
+        if not same(a.shape[-1], b.shape[0]):
+            notes = []
+            if b.rank >= 2 and same(a.shape[-1], b.shape[-1]):
+                lt, rt = (self.text(n) if isinstance(n, (S.Name, S.Vector)) else f"({self.text(n)})"
+                          for n in arg_nodes)
+                notes.append(f"to pair {lt} with each row of {rt} (contract with its last axis), write "
+                             f"`{lt} {self.text(fn)} ⍉{rt}` or `{lt} ({self.text(fn)} Ω⟨1 1⟩) {rt}`")
+            raise self.err(ShapeError, f"inner product {self.text(fn)} contracts the last axis of the left operand "
+                           f"(length {a.shape[-1]}) with the first axis of the right operand (length "
+                           f"{b.shape[0]}); they differ ({show_shape(a.shape)} vs {show_shape(b.shape)})",
+                           node, notes)
+        return CInner(node.span, a.shape[:-1] + b.shape[1:], f, g, a, b)
+
+    def omega(self, fn: S.Node, vec: S.Vector, args: tuple, arg_nodes: tuple, node, scope) -> Core:
+        sigmas = self.static_vector(vec, scope, "Ω's ranks")
+        if len(sigmas) != len(args):
+            what = "monadic" if len(args) == 1 else "dyadic"
+            raise self.err(ShapeError, f"a {what} Ω needs {len(args)} rank(s), got {show_shape(sigmas)}", vec)
+        frames, cells = [], []
+        for s, a, an in zip(sigmas, args, arg_nodes):
+            if not (s.is_Integer and 0 <= int(s) <= a.rank):
+                raise self.err(ShapeError, f"Ω cell rank {s} is not within 0 … {a.rank} (the rank of "
+                               f"{self.text(an)!r})", vec)
+            k = a.rank - int(s)
+            frames.append(a.shape[:k])
+            cells.append(CCell(a.span, a.shape[k:], next(_cell_ids)))
+        frame = frames[0]
+        if len(frames) == 2:
+            fl, fr = frames
+            if fl and fr and not same_shape(fl, fr):
+                raise self.err(ShapeError, f"Ω frames must be equal or one empty: the left frame is "
+                               f"{show_shape(fl)}, the right frame {show_shape(fr)}", node)
+            frame = fl if fl else fr
+        body = self.apply(fn, tuple(cells), arg_nodes, node, scope)
+        return COmega(node.span, tuple(frame) + body.shape, tuple(frame), tuple(args), tuple(cells),
+                      tuple(tuple(f) for f in frames), body)
+
+    def call_user(self, name: str, fn: S.Node, args: tuple, arg_nodes: tuple, node) -> Core:
+        fdef, fsource = self.fns[name]
+        if len(fdef.params) != len(args):
+            want = "monadic" if len(fdef.params) == 1 else "dyadic"
+            raise self.err(ShapeError, f"'{name}' is {want} (takes {len(fdef.params)} argument(s)), "
+                           f"given {len(args)}", fn)
+        if name in self.call_stack:
+            raise self.err(NameError_, f"'{name}' calls itself; recursive functions are not supported", fn)
+        local = Scope({p.id: a for p, a in zip(fdef.params, args)})
+        saved = self.current_source
+        self.call_stack.append(name)
+        self.current_source = fsource
+        try:
+            for let in fdef.lets:
+                local.names[let.name.id] = self.named(let.name.id, self.expr(let.expr, local), let.span)
+            result = self.expr(fdef.result, local)
+        except MoacError as e:
+            if fsource is not self.source and not e.notes:
+                e.notes = (f"in '{name}' applied at {self.source.filename}:{node.span.line}:{node.span.col}",)
+            raise
+        finally:
+            self.call_stack.pop()
+            self.current_source = saved
+        return result
+
+    @staticmethod
+    def named(name: str, value: Core, span: Span) -> Core:
+        if isinstance(value, (CInput, CCell)):
+            return value
+        return CNamed(span, value.shape, name, value)
+

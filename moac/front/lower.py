@@ -1,0 +1,171 @@
+"""Surface AST -> core program with symbolic shapes (stage 2: `to_core`).
+
+The statements of a module in order: size declarations and derived sizes, index
+hints, inputs, assignments, outputs and in-place updates; each expression is
+elaborated by `elaborate.Elab`.  The prelude's functions are available unless the
+module defines its own of the same name.
+"""
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import sympy as sp
+
+from . import syntax as S
+from .core import (CInput, CNamed, Constraint, CoreProgram, InputInfo, provably, provably_false, same_shape,
+                   show_shape, size_symbol)
+from .elaborate import Elab, Scope
+from ..errors import MoacError, NameError_, ShapeError, Source, Span
+
+
+def _prelude_text() -> str:
+    try:
+        return resources.files("moac").joinpath("prelude.moa").read_text(encoding="utf-8")
+    except (FileNotFoundError, OSError):  # pragma: no cover
+        return (Path(__file__).resolve().parent.parent / "prelude.moa").read_text(encoding="utf-8")
+
+
+def prelude_fnames() -> frozenset:
+    """Names of the functions the prelude defines (the parser treats them as functions)."""
+    return S.defined_fnames(_prelude_text())
+
+
+def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgram:
+    """Elaborate a parsed module: resolve names, inline functions, infer and check shapes."""
+    el = Elab(source)
+    if prelude:
+        psrc = Source(_prelude_text(), "<prelude>")
+        user_defs = {st.name.id for st in module.stmts if isinstance(st, (S.Assign, S.FnDef))}
+        for st in S.parse(psrc.text, psrc.filename).stmts:
+            if isinstance(st, S.FnDef) and st.name.id not in user_defs:
+                el.fns[st.name.id] = (st, psrc)
+    glob = Scope({})
+    inputs: list[InputInfo] = []
+    outputs: list = []
+    hints: dict = {}
+    defined_at: dict = {}
+    el.current_source = source
+
+    used_sizes: set = set()
+    derived: dict = {}
+    updates: list = []
+    size_spans: dict = {}
+
+    def define(name: S.Name, kind: str):
+        if name.id in defined_at or name.id in el.sizes:
+            raise el.err(NameError_, f"'{name.id}' is already defined (line {defined_at.get(name.id, '?')})", name)
+        if name.id in S.KEYWORDS:
+            raise el.err(NameError_, f"'{name.id}' is a reserved word", name)
+        defined_at[name.id] = name.span.line
+
+    for st in module.stmts:
+        if isinstance(st, S.FnDef):
+            if st.name.id in el.fns and el.fns[st.name.id][1] is source:
+                raise el.err(NameError_, f"function '{st.name.id}' is already defined", st.name)
+            el.fns[st.name.id] = (st, source)
+    for st in module.stmts:
+        match st:
+            case S.SizeDecl(names=names):
+                for nm in names:
+                    size_spans[nm.id] = st.span
+                    define(nm, "size")
+                    el.sizes[nm.id] = size_symbol(nm.id)
+            case S.SizeDef(name=nm, expr=e):
+                before = set(derived)
+                _size_def(el, nm, e, glob, used_sizes, derived, define)
+                for a in {nm.id} | (set(derived) - before):     # where each size got its meaning
+                    size_spans[a] = st.span
+            case S.IndexDecl(hints=pairs):
+                for var, size in pairs:
+                    if size.id not in el.sizes:
+                        raise el.err(NameError_, f"'{size.id}' is not a declared size", size)
+                    hints[size.id] = var.id
+            case S.InputDecl(name=nm, dtype=dt, shape=vec):
+                shape = el.static_vector(vec, glob, "an input's shape")
+                used_sizes.update(s for e in shape for s in sp.sympify(e).free_symbols)
+                define(nm, "input")
+                glob.names[nm.id] = CInput(nm.span, tuple(shape), nm.id, dt)
+                inputs.append(InputInfo(nm.id, dt, tuple(shape), nm.span))
+            case S.Assign(name=nm, expr=e):
+                value = el.expr(e, glob)
+                define(nm, "def")
+                glob.names[nm.id] = Elab.named(nm.id, value, st.span)
+            case S.OutputDecl(names=names):
+                for nm in names:
+                    v = glob.lookup(nm.id)
+                    if v is None:
+                        raise el.err(NameError_, f"output '{nm.id}' is not defined", nm)
+                    if any(o[0] == nm.id for o in outputs):
+                        raise el.err(NameError_, f"output '{nm.id}' is listed twice", nm)
+                    if isinstance(v, CInput):
+                        raise el.err(NameError_, f"output '{nm.id}' is an input; outputs must be computed", nm)
+                    outputs.append((nm.id, v))
+            case S.UpdateDecl(name=nm, expr=e):
+                _update(el, nm, e, glob, updates, st.span)
+            case S.FnDef():
+                pass
+    if not outputs and not updates:
+        assigns = [st for st in module.stmts if isinstance(st, S.Assign)]
+        if not assigns:
+            raise MoacError("the program computes nothing: no assignment and no output", Span(1, 1, 1, 1), source)
+        last = assigns[-1].name.id
+        outputs.append((last, glob.lookup(last)))
+    outputs = [(n, v if isinstance(v, CNamed) else CNamed(v.span, v.shape, n, v)) for n, v in outputs]
+    constraints: dict = {}
+    for c in el.constraints:                  # one per condition, the first one found
+        constraints.setdefault(c.cond, c)
+    independent = tuple(v for v in el.sizes.values() if isinstance(v, sp.Symbol))
+    return CoreProgram(source, independent, hints, tuple(inputs), tuple(outputs),
+                       tuple(constraints.values()), tuple(derived.items()), tuple(updates), size_spans)
+
+
+def _update(el: Elab, nm: S.Name, e: S.Node, glob: Scope, updates: list, span: Span) -> None:
+    """`update K ← e`: K is an input (a buffer the caller owns); e has K's rank and cell
+    shape and at most as many rows.  Rows of K beyond e's are left as they were."""
+    target = glob.lookup(nm.id)
+    if not isinstance(target, CInput):
+        raise el.err(NameError_, f"only an input can be updated; '{nm.id}' is "
+                     f"{'not defined' if target is None else 'computed'}", nm)
+    if any(u[0] == nm.id for u in updates):
+        raise el.err(NameError_, f"'{nm.id}' is updated twice", nm)
+    value = el.expr(e, glob)
+    if value.rank != target.rank or value.rank == 0 or not same_shape(value.shape[1:], target.shape[1:]):
+        raise el.err(ShapeError, f"update of '{nm.id}' {show_shape(target.shape)} needs rows of shape "
+                     f"{show_shape(target.shape[1:])}; got {show_shape(value.shape)}", e)
+    rows, cap = value.shape[0], target.shape[0]
+    fits = sp.Le(rows, cap)
+    if provably_false(fits):
+        raise el.err(ShapeError, f"the update writes {rows} rows into '{nm.id}', which holds {cap}", e)
+    if not provably(fits):
+        el.constraints.append(Constraint(fits, f"'{nm.id}' is full: the update needs {rows} rows, it holds {cap}", span))
+    updates.append((nm.id, CNamed(value.span, value.shape, nm.id, value)))
+
+
+def _size_def(el: Elab, nm: S.Name, e: S.Node, glob: Scope, used: set, derived: dict, define) -> None:
+    """`size g = expr`.  A static expression of declared sizes is an alias.  An exact
+    division `size g = a ÷ b` of a declared size a makes g a size of its own and a the
+    product g·b everywhere (so a is a multiple of b by construction; the inputs' shapes
+    or -D must agree); a must not have been used by an input yet."""
+    core = el.expr(e, glob)
+    value = el.core_static(core)
+    if value is not None and core.rank == 0:
+        define(nm, "size")
+        el.sizes[nm.id] = value
+        derived[nm.id] = value
+        return
+    if isinstance(e, S.Dyad) and isinstance(e.fn, S.Prim) and e.fn.op == "div" and isinstance(e.left, S.Name) \
+            and e.left.id in el.sizes and isinstance(el.sizes[e.left.id], sp.Symbol):
+        a = el.sizes[e.left.id]
+        b = el.static_int(e.right, glob)
+        if a in used:
+            raise el.err(ShapeError, f"declare 'size {nm.id} = …' before any input uses '{a.name}'", nm)
+        define(nm, "size")
+        g = size_symbol(nm.id)
+        del el.sizes[a.name]
+        el.sizes[nm.id] = g
+        el.sizes[a.name] = g * b
+        derived[a.name] = g * b
+        return
+    raise el.err(ShapeError, f"a size must be a static integer expression of declared sizes, or an exact "
+                 f"division 'a ÷ b' of a declared size; got {el.text(e)!r}", e)
