@@ -19,12 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import sympy as sp
 
 from . import dtypes
+from .binding import freeze_binding
 from .emit.codegen import Signature
 from .errors import ArgumentError, BuildError
-from .front.sizes import bind
 from .targets import flags as target_flags
 
 NP_DTYPE = {"float": np.float32, "double": np.float64}
@@ -132,16 +131,22 @@ class Kernel:
     def __post_init__(self):
         self._ffi, self._lib = _load(self.library, self.signature.cdef())
         self._fn = getattr(self._lib, self.signature.fname)
-
-    def _bind(self, args: dict) -> tuple[dict, dict]:
         prog = self.onf.dnf.program
-        names = {i.name for i in prog.inputs}
-        size_names = set(prog.size_names())
+        self._binding = freeze_binding(prog, self.onf.fixed, {p.name: p.shape for p in self.signature.params
+                                                              if p.kind == "output"})
+        self._inputs = {i.name for i in prog.inputs}
+        self._size_names = set(prog.size_names())
+        self._updated = {u for u, _ in prog.updates}
+        self._params = [(p.kind, p.name, f"{p.ctype} *", NP_DTYPE.get(p.ctype)) for p in self.signature.params]
+
+    def _bind(self, args: dict) -> dict:
+        """Check the arguments and bind every size (no sympy: see moac/binding.py)."""
+        prog = self.onf.dnf.program
+        names, size_names = self._inputs, self._size_names
         extra = set(args) - names - size_names
         if extra:
             raise ArgumentError(f"unexpected argument(s) {', '.join(sorted(extra))}; the kernel takes "
                                 f"{', '.join(i.name for i in prog.inputs)} (and sizes by name)")
-        arrays = {k: v for k, v in args.items() if k in names}
         given = {k: v for k, v in args.items() if k in size_names}
         for k, v in given.items():
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
@@ -149,10 +154,11 @@ class Kernel:
         for k, v in given.items():
             if k in self.onf.fixed and int(v) != self.onf.fixed[k]:
                 raise ArgumentError(f"size {k} = {v}, but the kernel was compiled for {k} = {self.onf.fixed[k]}")
+        shapes = {}
         for info in prog.inputs:
-            if info.name not in arrays:
+            if info.name not in args:
                 raise ArgumentError(f"missing input '{info.name}'")
-            a = arrays[info.name]
+            a = args[info.name]
             if not isinstance(a, np.ndarray):
                 raise ArgumentError(f"input '{info.name}' must be a numpy array, got {type(a).__name__}")
             if not dtypes.accepts(info.dtype, a):
@@ -160,29 +166,28 @@ class Kernel:
                                     f"(declared {info.dtype}), got {a.dtype}")
             if not a.flags.c_contiguous:
                 raise ArgumentError(f"input '{info.name}' must be C-contiguous (use np.ascontiguousarray)")
-            if info.name in {u for u, _ in prog.updates} and not a.flags.writeable:
+            if info.name in self._updated and not a.flags.writeable:
                 raise ArgumentError(f"input '{info.name}' is updated in place and must be writeable")
-        env = bind(prog, {k: v.shape for k, v in arrays.items()}, {**given, **self.onf.fixed})
-        return {str(k): int(v) for k, v in env.items()}, env
+            shapes[info.name] = a.shape
+        return self._binding.bind(shapes, given)
 
     def __call__(self, **arrays) -> dict:
         """Run the kernel: inputs as numpy arrays by name; a size that no input's shape
         determines (a window length, say) is passed by name as an int."""
-        sizes, env = self._bind(arrays)
-        ffi = self._ffi
+        sizes = self._bind(arrays)
+        cast = self._ffi.cast
         outs, args = {}, []
-        for p in self.signature.params:
-            if p.kind in ("input", "inout"):
-                args.append(ffi.cast(f"{p.ctype} *", arrays[p.name].ctypes.data))   # kept alive by `arrays`
-                if p.kind == "inout":
-                    outs[p.name] = arrays[p.name]          # updated in place
-            elif p.kind == "output":
-                shape = tuple(int(sp.sympify(s).xreplace(env)) for s in p.shape)
-                out = np.empty(shape, dtype=NP_DTYPE[p.ctype])
-                outs[p.name] = out
-                args.append(ffi.cast(f"{p.ctype} *", out.ctypes.data))
+        for kind, name, ptr, dtype in self._params:
+            if kind == "input" or kind == "inout":
+                args.append(cast(ptr, arrays[name].ctypes.data))       # kept alive by `arrays`
+                if kind == "inout":
+                    outs[name] = arrays[name]          # updated in place
+            elif kind == "output":
+                out = np.empty(self._binding.output_shape(name, sizes), dtype=dtype)
+                outs[name] = out
+                args.append(cast(ptr, out.ctypes.data))
             else:
-                args.append(sizes[p.name])
+                args.append(sizes[name])
         rc = self._fn(*args)
         if rc != 0:
             raise MemoryError(f"{self.signature.fname}: scratch memory could not be allocated")
