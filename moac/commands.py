@@ -98,7 +98,7 @@ def _decl(prog, name: str) -> str:
 
 
 def compile_command(prog, args, sizes: dict) -> int:
-    from .build import write_atomic
+    from .jit.build import write_atomic
     from .options import Options
     from .targets import flags as target_flags
     art = prog.lower(Options.make(args.target, sizes, args.mapping, args.unroll, share_kv=args.share_kv))
@@ -123,7 +123,7 @@ def compile_command(prog, args, sizes: dict) -> int:
 def bundle(art, offload: str, out: Path) -> None:
     """A self-contained GPU bundle beside OUT.c: the offload library, the libgomp runtime
     it needs, and a manifest the runner reads (bench/gpu_run.py)."""
-    from .build import build_library, compile_flags, write_atomic
+    from .jit.build import build_library, compile_flags, write_atomic
     onf, sig, src = art.onf, art.signature, art.c_source
     flags = compile_flags(onf.target, offload=offload)
     lib = build_library(src, flags)

@@ -49,7 +49,7 @@ class Program:
 
     def compile(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto",
                 unroll: int = 4, share_kv: bool = False, **build_opts):
-        from . import build
+        from .jit import build
         return build.build(self.lower(Options.make(target, sizes, mapping, unroll, share_kv=share_kv)),
                            **build_opts)                                                 # stage 6: C -> kernel
 

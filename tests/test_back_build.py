@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import moac
-from moac import build
+from moac.jit import build
 
 from test_back_common import ROOT, example, inputs, kernel, fixed_key
 
@@ -95,13 +95,13 @@ def test_build_error_shows_command_stderr_and_c_file():
 
 def test_missing_compiler_is_a_build_error():
     with pytest.raises(moac.BuildError, match="not found"):
-        build.build(example("matmul").onf(target="c"), cc="/nonexistent/gcc-42")
+        build.build(example("matmul").lower(moac.options.Options(target="c")), cc="/nonexistent/gcc-42")
 
 
 CHILD = textwrap.dedent("""
     import sys, time, pathlib, cffi
     sys.path.insert(0, {root!r})
-    from moac import build
+    from moac.jit import build
     src = pathlib.Path({src!r}).read_text()
     pathlib.Path({ready!r} + sys.argv[1]).touch()
     while not pathlib.Path({go!r}).exists():

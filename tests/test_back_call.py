@@ -1,4 +1,4 @@
-"""A compiled kernel's call binds its sizes without sympy (moac/binding.py), with the
+"""A compiled kernel's call binds its sizes without sympy (moac/jit/binding.py), with the
 messages of front.sizes.bind.
 
 Every call into a module named sympy* during `kern(...)` is recorded with sys.setprofile;
@@ -15,7 +15,7 @@ import pytest
 import sympy as sp
 
 import moac
-from moac.binding import freeze_binding
+from moac.jit.binding import freeze_binding
 from moac.front.sizes import bind as sympy_bind
 
 from test_back_common import EXAMPLE_NAMES, example, fixed_key, inputs, kernel

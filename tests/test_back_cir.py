@@ -13,7 +13,7 @@ import re
 import numpy as np
 import pytest
 
-from moac import build
+from moac.jit import build
 from moac.emit import cir
 from moac.emit.cir import Assign, Bin, Block, Call, Cast, Comment, Cond, Decl, For, If, Int, Load, Neg, Num, Store, Var
 from moac.targets import TARGETS, get_target

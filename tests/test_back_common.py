@@ -95,7 +95,7 @@ def example(name: str) -> moac.Program:
 
 
 @functools.cache
-def kernel(name: str, target: str, fixed: tuple = ()) -> "moac.build.Kernel":
+def kernel(name: str, target: str, fixed: tuple = ()) -> "moac.jit.kernel.Kernel":
     """The example compiled with -Wall -Werror, memoised for the session."""
     return example(name).compile(target=target, sizes=dict(fixed), werror=True)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from .errors import ArgumentError
+from ..errors import ArgumentError
 
 BIND, CHECK, SOLVE, GUARD, STUCK = range(5)
 _JOIN = {"Add": " + ", "Mul": " * ", "And": " and ", "Or": " or ", "Equality": " == ", "Unequality": " != ",
@@ -126,7 +126,7 @@ class _Eq:
     __slots__ = ("poly", "vars", "fn", "show", "name", "axis", "alias", "plain")
 
     def __init__(self, expr, name, axis, alias=""):
-        from .front.core import show_expr
+        from ..front.core import show_expr
         self.poly = _poly(expr)
         self.vars = frozenset(x for m in self.poly for x, _ in m)
         self.fn = _fn(_src(expr))
@@ -146,7 +146,7 @@ class Binding:
 
     def freeze(self) -> None:
         import sympy as sp
-        from .front.core import show_shape
+        from ..front.core import show_shape
         prog = self.program
         derived = {sp.expand(e): n for n, e in prog.derived}
         self.derived = {n: _Eq(e, n, None) for n, e in prog.derived}
@@ -257,7 +257,7 @@ class Binding:
         if self.reason is None:
             return self.outputs[name](env)
         import sympy as sp
-        from .front.core import size_symbol
+        from ..front.core import size_symbol
         return tuple(int(sp.sympify(s).xreplace({size_symbol(k): v for k, v in env.items()}))
                      for s in self._outputs_sym[name])
 
@@ -321,7 +321,7 @@ class Binding:
 
     def _sympy_bind(self, shapes: dict, given: dict) -> dict:
         """front.sizes.bind, for a program freeze_binding could not freeze."""
-        from .front.sizes import bind
+        from ..front.sizes import bind
         env = bind(self.program, shapes, {**given, **self.fixed})
         return {**{k.name: int(v) for k, v in env.items()},
                 **{n: int(e.xreplace(env)) for n, e in self.program.derived}}
