@@ -25,6 +25,7 @@ class Program:
         self.module = syntax.parse(text, filename, lower.prelude_fnames())              # stage 1: text -> AST
         self.core = lower.to_core(self.module, self.source)         # stage 2: AST -> core + shapes
         self.artifacts: dict = {}                                   # Options -> Artifacts (stages 4-5)
+        self.kernels: dict = {}                                     # (Options, build options) -> Kernel
 
     @functools.cached_property
     def _dnf(self) -> dnf.DNF:
@@ -50,8 +51,11 @@ class Program:
     def compile(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto",
                 unroll: int = 4, share_kv: bool = False, **build_opts):
         from .jit import build
-        return build.build(self.lower(Options.make(target, sizes, mapping, unroll, share_kv=share_kv)),
-                           **build_opts)                                                 # stage 6: C -> kernel
+        opts = Options.make(target, sizes, mapping, unroll, share_kv=share_kv)
+        key = (opts, tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in build_opts.items())))
+        if key not in self.kernels:
+            self.kernels[key] = build.build(self.lower(opts), **build_opts)              # stage 6: C -> kernel
+        return self.kernels[key]
 
     def evaluate(self, sizes: dict | None = None, **arrays) -> dict:
         """Evaluate the source program with numpy (float64): the independent reference."""

@@ -104,6 +104,7 @@ def test_program_keeps_every_intermediate():
     assert art.onf.schedule is art.schedule and art.onf.counts is art.counts
     assert kern.c_source == art.c_source and kern.signature == art.signature
     assert prog.lower(opts) is art                           # not recomputed
+    assert prog.compile(target="c", sizes={"dk": 16}) is kern
     hash(opts)                                               # the cache key is hashable
 
 
