@@ -59,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
                            help="loop-to-hardware mapping (naive: vector lanes over reduction axes)")
             p.add_argument("--share-kv", action="store_true",
                            help="split-K: query heads that read the same K/V rows (GQA) share a gang")
+            p.add_argument("--pack", choices=("auto", "none"), default="auto",
+                           help="packed 8-byte loads where the register-stride lifting allows (default auto)")
 
     p = sub.add_parser("dnf", help="print the Denotational Normal Form")
     common(p, target=False)
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.cmd == "onf":
             print(prog.onf(target=args.target, sizes=sizes, mapping=args.mapping, unroll=args.unroll,
-                           share_kv=args.share_kv))
+                           share_kv=args.share_kv, pack=args.pack))
             return 0
         if args.cmd == "compile":
             from .commands import compile_command

@@ -12,12 +12,15 @@ class Options:
     unroll: int = 4              # tokens per pass of the split-K score loop
     storage: tuple = ()          # (input, dtype) pairs overriding declared dtypes (cost studies)
     share_kv: bool = False       # GQA: query heads of one KV head share a gang
+    pack: str = "auto"           # auto: packed loads where the register-stride lifting allows; none
 
     @staticmethod
     def make(target: str = "openacc", sizes: dict | None = None, mapping: str = "auto", unroll: int = 4,
-             storage: dict | None = None, share_kv: bool = False) -> "Options":
+             storage: dict | None = None, share_kv: bool = False, pack: str = "auto") -> "Options":
+        if pack not in ("auto", "none"):
+            raise ValueError(f"pack must be 'auto' or 'none', got {pack!r}")
         return Options(target, tuple(sorted((sizes or {}).items())), mapping, int(unroll),
-                       tuple(sorted((storage or {}).items())), bool(share_kv))
+                       tuple(sorted((storage or {}).items())), bool(share_kv), pack)
 
     @property
     def size_dict(self) -> dict:

@@ -41,17 +41,17 @@ class Program:
         return self.artifacts[opts]
 
     def onf(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto", unroll: int = 4,
-            storage: dict | None = None, share_kv: bool = False):
-        return self.lower(Options.make(target, sizes, mapping, unroll, storage, share_kv)).onf
+            storage: dict | None = None, share_kv: bool = False, pack: str = "auto"):
+        return self.lower(Options.make(target, sizes, mapping, unroll, storage, share_kv, pack)).onf
 
     def c_source(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto",
-                 unroll: int = 4, share_kv: bool = False) -> str:
-        return self.lower(Options.make(target, sizes, mapping, unroll, share_kv=share_kv)).c_source
+                 unroll: int = 4, share_kv: bool = False, pack: str = "auto") -> str:
+        return self.lower(Options.make(target, sizes, mapping, unroll, share_kv=share_kv, pack=pack)).c_source
 
     def compile(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto",
-                unroll: int = 4, share_kv: bool = False, **build_opts):
+                unroll: int = 4, share_kv: bool = False, pack: str = "auto", **build_opts):
         from .jit import build
-        opts = Options.make(target, sizes, mapping, unroll, share_kv=share_kv)
+        opts = Options.make(target, sizes, mapping, unroll, share_kv=share_kv, pack=pack)
         key = (opts, tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in build_opts.items())))
         if key not in self.kernels:
             self.kernels[key] = build.build(self.lower(opts), **build_opts)              # stage 6: C -> kernel

@@ -14,7 +14,7 @@ import dataclasses
 import sympy as sp
 
 from .emit import cir
-from .schedule.ir import Guard, Let, LetIndex, Loop, Schedule, Scope, Serial, Set, Store, expr_reads
+from .schedule.ir import Guard, Let, LetIndex, Loop, Schedule, Scope, Serial, Set, Store, Unpack, expr_reads
 
 
 def _fail(where: str, what: str):
@@ -49,6 +49,8 @@ def verify_schedule(s: Schedule) -> None:
                 case Let(value=v) | Set(value=v):
                     if v is not None:
                         expr(v, bound, where)
+                case Unpack():
+                    access(st, bound, where)
                 case LetIndex(var=v, value=x):
                     check_syms(x, bound, where)
                     bound.add(v)

@@ -55,6 +55,17 @@ HELPERS = (
 )
 
 
+# helpers printed only where the kernels call them
+OPTIONAL_HELPERS = {
+    "moac_word": "/* one 8-byte word of an array (a packed load); the empty asm keeps the compiler from\n"
+    " * splitting it into narrower loads of the parts the caller unpacks */\n"
+    "static inline uint64_t moac_word(const void *p, int64_t i) { uint64_t w = ((const uint64_t *)p)[i]; "
+    "__asm__(\"\" : \"+r\"(w)); return w; }",
+    "moac_bits_to_f32": "/* an f32 from its bits (packed loads) */\n"
+    "static inline float moac_bits_to_f32(uint32_t b) { union { uint32_t u; float f; } v; v.u = b; return v.f; }",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Param:
     name: str        # the source name
@@ -145,7 +156,7 @@ def to_c(unit: CUnit, sig: Signature, target) -> str:
     prologue = "\n".join(cir.stmts(unit.prologue, unit.ctype, indent=1))
     return _template().render(
         version=__version__, filename=unit.filename, target=unit.target, plan=unit.plan,
-        summary=unit.summary, device_entry=target.device_entry, helpers=HELPERS, helper_prefix=target.helper_prefix,
+        summary=unit.summary, device_entry=target.device_entry, helpers=HELPERS + tuple(OPTIONAL_HELPERS[h] for h in unit.helpers), helper_prefix=target.helper_prefix,
         model_macro=target.model_macro, header=target.header, device_malloc=target.device_malloc,
         device_free=target.device_free,
         fname=sig.fname, params=sig.c_params(), ctype=unit.ctype,
@@ -154,5 +165,5 @@ def to_c(unit: CUnit, sig: Signature, target) -> str:
         args=", ".join(p.cname for p in sig.params), scratch=[dict(name=x.cname, count=x.count) for x in unit.scratch],
         data_pragma=data_pragma, host_data_pragma=host_data_pragma,
         prologue=prologue, prologue_vars=[d.name for d in unit.prologue if isinstance(d, cir.Decl)],
-        body=_body(unit, 1),
+        body=_body(unit, 1), aligned=unit.aligned,
     )

@@ -13,8 +13,11 @@ import sympy as sp
 
 from .. import ops
 from ..errors import RewriteError
+from ..dtypes import BYTES
+from ..schedule.index import gamma
 from ..schedule.ir import (Const, Guard, IndexValue, Let, LetIndex, Local, Loop, Op, Read, Schedule, Scope,
-                           Select, Serial, Set, Store, expr_reads)
+                           Select, Serial, Set, Store, Unpack, expr_reads)
+from ..schedule.packing import WORD
 from . import cir
 
 def gamma_c(index: tuple, shape: tuple):
@@ -158,6 +161,8 @@ class CUnit:
     prologue: tuple      # cir declarations of the run-time choices
     summary: tuple       # header comment lines
     sizes: dict          # array name -> element count as a C expression (data regions)
+    helpers: tuple = ()  # names of the optional helpers the kernels call (codegen.OPTIONAL_HELPERS)
+    aligned: tuple = ()  # C names of the arrays read in packed words (their addresses must be 8-byte aligned)
 
 
 class _Freezer:
@@ -166,6 +171,8 @@ class _Freezer:
         self.bufs = {b.name: b for b in s.buffers}
         self.ctype = "double" if s.dtype == "f64" else "float"
         self.suffix = "f" if self.ctype == "float" else ""
+        self.helpers: set = set()     # helpers beyond the standard ones the C uses
+        self.aligned: set = set()     # arrays read in packed words
 
     def expr(self, e):
         match e:
@@ -196,7 +203,33 @@ class _Freezer:
         raise TypeError(e)
 
     def stmts(self, body, arrays: tuple) -> tuple:
-        return tuple(self.stmt(st, arrays) for st in body)
+        out = []
+        for st in body:
+            x = self.stmt(st, arrays)
+            out += x if isinstance(x, list) else [x]
+        return tuple(out)
+
+    def unpack(self, st: Unpack) -> list:
+        self.aligned.add(mangle(st.array))
+        """Whole 8-byte words, each split into its elements (bf16/f16 widened, f32 by bits)."""
+        buf = self.bufs[st.array]
+        esize = BYTES[buf.dtype]
+        per = WORD // esize
+        first = sp.expand(gamma(st.index, buf.shape) / per)
+        out = []
+        for wi in range(st.width * esize // WORD):
+            word = f"{st.names[wi * per]}w"
+            self.helpers.add("moac_word")
+            out.append(cir.Decl("uint64_t", word, cir.Call("moac_word", (cir.Var(mangle(st.array)), freeze(first + wi)))))
+            for e in range(per):
+                bits = cir.Var(word) if e == 0 else cir.Bin(">>", cir.Var(word), cir.Int(8 * esize * e))
+                if buf.dtype in ("f16", "bf16"):
+                    val = cir.Call(f"moac_{buf.dtype}_to_f32", (cir.Cast("uint16_t", bits),))
+                else:
+                    self.helpers.add("moac_bits_to_f32")
+                    val = cir.Call("moac_bits_to_f32", (cir.Cast("uint32_t", bits),))
+                out.append(cir.Decl(self.ctype, st.names[wi * per + e], val))
+        return out
 
     def stmt(self, st, arrays: tuple):
         match st:
@@ -206,6 +239,8 @@ class _Freezer:
                 return cir.Decl("int64_t", var_name(v), freeze(x))
             case Set(name=n, value=v):
                 return cir.Assign(n, self.expr(v))
+            case Unpack():
+                return self.unpack(st)
             case Store(array=a, index=idx, value=v):
                 return cir.Store(mangle(a), gamma_c(idx, self.bufs[a].shape), self.expr(v))
             case Guard(cond=c, then=t, other=o):
@@ -244,6 +279,8 @@ def _arrays(body, out: set) -> set:
                 out |= {r.array for r in expr_reads(v, [])}
             case Let(value=v) | Set(value=v):
                 out |= {r.array for r in expr_reads(v, [])}
+            case Unpack(array=a):
+                out.add(a)
             case Guard(then=t, other=o):
                 _arrays(t, out)
                 _arrays(o, out)
@@ -269,4 +306,4 @@ def to_cunit(s: Schedule, counts, target) -> CUnit:
         summary.append("fixed sizes: " + ", ".join(f"{k} = {v}" for k, v in s.fixed.items()))
     sizes = {b.name: cir.expr(freeze(b.size)) for b in s.buffers}
     return CUnit(target.name, s.description, s.dnf.program.source.filename, f.ctype, tuple(kernels), scratch,
-                 prologue, tuple(summary), sizes)
+                 prologue, tuple(summary), sizes, tuple(sorted(f.helpers)), tuple(sorted(f.aligned)))

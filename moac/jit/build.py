@@ -101,4 +101,5 @@ def build(art, cc: str = "gcc", werror: bool = False, extra_flags: tuple = ()) -
         raise BuildError(f"C compiler {cc!r} not found", [cc], "", "")
     flags = compile_flags(art.options.target, werror=werror) + list(extra_flags)
     lib = build_library(art.c_source, flags, cc)
-    return Kernel(art.onf, art.c_source, lib, art.signature, flags)
+    aligned = tuple(p.name for p in art.signature.params if p.cname in art.cunit.aligned)
+    return Kernel(art.onf, art.c_source, lib, art.signature, flags, aligned)

@@ -43,6 +43,7 @@ class Kernel:
     library: Path
     signature: Signature
     flags: list
+    aligned: tuple = ()  # inputs read in packed 8-byte words: their data must be 8-byte aligned
 
     def __post_init__(self):
         self._ffi, self._lib = _load(self.library, self.signature.cdef())
@@ -104,7 +105,14 @@ class Kernel:
                 args.append(cast(ptr, out.ctypes.data))
             else:
                 args.append(sizes[name])
+        for name in self.aligned:
+            if arrays[name].ctypes.data % 8:
+                raise ArgumentError(f"input '{name}' must start at an 8-byte aligned address: the kernel reads it in "
+                                    "packed 8-byte words (pass a copy of an offset view)")
         rc = self._fn(*args)
+        if rc == 2:
+            raise ArgumentError(f"{', '.join(self.aligned)}: the kernel reads these inputs in packed 8-byte words, "
+                                "so their data must start at an 8-byte aligned address (pass a copy of an offset view)")
         if rc != 0:
             raise MemoryError(f"{self.signature.fname}: scratch memory could not be allocated")
         return outs

@@ -18,7 +18,7 @@ from .. import ops
 from ..dtypes import BYTES as DTYPE_BYTES
 from ..front.sizes import resolve
 from .index import footprint, gamma, gamma_text, lane_diff, narrow_update, needed_reads, size_key, verdict
-from .ir import Guard, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, expr_reads
+from .ir import Guard, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, Unpack, expr_reads
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +33,11 @@ class Access:
     lanes: str | None    # the variable the vector lanes step
     diff: sp.Expr | None # γ-difference between adjacent lanes
     extents: tuple = ()  # (variable, number of values) where the access happens, guards applied
+    packed: int = 1      # elements each lane loads at once (a packed load)
 
     @property
     def verdict(self) -> str:
-        return verdict(self.diff)
+        return verdict(self.diff, self.packed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +100,12 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
     accesses, loops = [], []
     flops = [sp.Integer(0)]
 
-    def access(a, write: bool, lanes, ext: dict):
+    def access(a, write: bool, lanes, ext: dict, packed: int = 1):
         buf = bufs[a.array]
         off = gamma(a.index, buf.shape)
         accesses.append(Access(kernel.name, a.array, off, a.index, a.logical, gamma_text(a.index, buf.shape), write,
                                lanes.name if lanes is not None else None,
-                               lane_diff(off, lanes) if lanes is not None else None, tuple(ext.items())))
+                               lane_diff(off, lanes) if lanes is not None else None, tuple(ext.items()), packed))
 
     def expr(e, trip, lanes, ext):
         flops[0] += trip * _expr_flops(e)
@@ -119,6 +120,8 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
                         expr(v, trip, lanes, ext)
                 case LetIndex():
                     pass
+                case Unpack():
+                    access(st, False, lanes, ext, st.width)
                 case Store(value=v):
                     expr(v, trip, lanes, ext)
                     access(st, True, lanes, ext)

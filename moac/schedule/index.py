@@ -142,12 +142,23 @@ def narrow_update(st: DStmt, body) -> tuple:
     return body, starts
 
 
-def verdict(diff) -> str:
-    """What a γ-difference between adjacent lanes means for the memory system."""
+def verdict(diff, packed: int = 1) -> str:
+    """What a γ-difference between adjacent lanes means for the memory system; a lane
+    that loads `packed` consecutive elements at once is coalesced when adjacent lanes are
+    `packed` elements apart."""
     if diff is None:
         return "no vector loop"
+    if packed > 1:
+        if diff == packed:
+            return f"coalesced (packed: {packed} elements per lane, adjacent lanes {packed} apart)"
+        return f"NOT coalesced (packed {packed} per lane, lanes {fmt_index(diff)} apart)"
     if diff == 0:
         return "broadcast (same element in every lane)"
     if diff == 1:
         return "coalesced"
     return f"NOT coalesced (stride {fmt_index(diff)})"
+
+
+def logical(index: tuple, subst: dict) -> tuple:
+    """The DNF index a code index implements (unrolled copies map back to DNF variables)."""
+    return tuple(sp.expand(sp.sympify(i).xreplace(subst)) for i in index) if subst else tuple(index)

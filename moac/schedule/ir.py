@@ -92,6 +92,22 @@ class Let:
 
 
 @dataclass(frozen=True, slots=True)
+class Unpack:
+    """A packed load: the `width` consecutive elements buffer[index], buffer[index + 1], …
+    along the last axis into the float locals `names`, loaded as whole words (the paper's
+    register-stride lifting d = w·(32·r + v) + k puts them in one lane).  `logical` is the
+    DNF index the elements implement together (its variable spans them)."""
+    array: str
+    index: tuple
+    logical: tuple
+    names: tuple
+
+    @property
+    def width(self) -> int:
+        return len(self.names)
+
+
+@dataclass(frozen=True, slots=True)
 class LetIndex:
     """An integer local: a lifted variable's value (l = g·chunk + c), a span."""
     var: sp.Symbol

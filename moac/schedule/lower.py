@@ -9,6 +9,7 @@ from .. import ops
 from ..dnf import DConst, DIndex, DOp, DRead, DReduce, DSelect, fmt_index
 from ..dnf import substitute
 from ..front.sizes import resolve
+from .index import logical
 from .ir import Buffer, Const, Guard, IndexValue, Let, Local, Loop, Op, Read, Set
 
 
@@ -59,20 +60,21 @@ class Names:
         return f"{base}{self.counter}"
 
 
-def logical(index: tuple, subst: dict) -> tuple:
-    """The DNF index a code index implements (unrolled copies map back to DNF variables)."""
-    return tuple(sp.expand(sp.sympify(i).xreplace(subst)) for i in index) if subst else tuple(index)
-
-
 def read(array: str, index: tuple, subst: dict | None = None) -> Read:
     return Read(array, tuple(index), logical(index, subst or {}))
 
 
-def lower(e, names: Names, vector_var: sp.Symbol | None = None, subst: dict | None = None):
+def lower(e, names: Names, vector_var: sp.Symbol | None = None, subst: dict | None = None,
+          reads: dict | None = None, packed: tuple | None = None):
     """DNF expression -> (statements, scalar expression).  A reduction over `vector_var`
-    becomes a vector loop with a lane reduction, every other reduction a seq loop."""
+    becomes a vector loop with a lane reduction (with packed loads where `packed` =
+    (ctx, (w, R)) says so), every other reduction a seq loop.  `reads` maps reads already
+    loaded (unpacked) to their locals."""
     match e:
         case DRead(array=a, index=idx):
+            key = (a, tuple(sp.expand(sp.sympify(i)) for i in idx))
+            if reads and key in reads:
+                return [], Local(reads[key])
             return [], read(a, idx, subst)
         case DConst(value=v):
             return [], Const(float(v))
@@ -81,21 +83,24 @@ def lower(e, names: Names, vector_var: sp.Symbol | None = None, subst: dict | No
         case DOp(op=op, args=args):
             pre, xs = [], []
             for a in args:
-                p, x = lower(a, names, vector_var, subst)
+                p, x = lower(a, names, vector_var, subst, reads, packed)
                 pre += p
                 xs.append(x)
             return pre, Op(op, tuple(xs))
         case DReduce(op=op, var=v, extent=ext, body=b):
-            acc = names.fresh("acc")
-            pre, x = lower(b, names, vector_var, subst)
             vec = vector_var is not None and v == vector_var
+            if vec and packed is not None:
+                from .packing import packed_reduction
+                return packed_reduction(packed[0], e, names, packed[1], lower, subst or {})
+            acc = names.fresh("acc")
+            pre, x = lower(b, names, vector_var, subst, reads, packed)
             loop = Loop(v, ext, "vector" if vec else "seq", tuple(pre) + (Set(acc, Op(op, (Local(acc), x))),),
                         note=f"{'vector ' if vec else ''}reduction over DNF axis {v.name} < {fmt_index(ext)}",
                         reduce=((op, (acc,)),) if vec else (), binds=((v, ext),))
             return [Let(acc, Const(ops.identity(op))), loop], Local(acc)
         case DSelect(cond=c, then=t, other=o):
             tmp = names.fresh("sel")
-            pt, xt = lower(t, names, vector_var, subst)
-            po, xo = lower(o, names, vector_var, subst)
+            pt, xt = lower(t, names, vector_var, subst, reads, packed)
+            po, xo = lower(o, names, vector_var, subst, reads, packed)
             return [Let(tmp), Guard(c, tuple(pt) + (Set(tmp, xt),), tuple(po) + (Set(tmp, xo),))], Local(tmp)
     raise TypeError(e)

@@ -49,6 +49,13 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     while (c < want && c < 1024) c *= 2;
     return c;
 }
+#pragma acc routine seq
+/* an f32 from its bits (packed loads) */
+static inline float moac_bits_to_f32(uint32_t b) { union { uint32_t u; float f; } v; v.u = b; return v.f; }
+#pragma acc routine seq
+/* one 8-byte word of an array (a packed load); the empty asm keeps the compiler from
+ * splitting it into narrower loads of the parts the caller unpacks */
+static inline uint64_t moac_word(const void *p, int64_t i) { uint64_t w = ((const uint64_t *)p)[i]; __asm__("" : "+r"(w)); return w; }
 
 /* Bytes of scratch memory the computation needs for these sizes. */
 size_t moac_decode_workspace_bytes(int64_t n_)
@@ -65,6 +72,12 @@ size_t moac_decode_workspace_bytes(int64_t n_)
  * Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_decode_device(const float *restrict q_, const float *restrict K_, const float *restrict V_, float *restrict out_, int64_t n_, void *workspace)
 {
+    if ((uintptr_t)K_ % 8 != 0)     /* read in packed 8-byte words */
+        return 2;
+    if ((uintptr_t)V_ % 8 != 0)     /* read in packed 8-byte words */
+        return 2;
+    if ((uintptr_t)q_ % 8 != 0)     /* read in packed 8-byte words */
+        return 2;
     int64_t chunk = moac_chunk(n_, 1);
     size_t ws_bytes = moac_decode_workspace_bytes(n_);
     char *ws = workspace;
@@ -100,38 +113,95 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
             int64_t t2 = 4 * cq + chunk * g + 2;
             int64_t t3 = 4 * cq + chunk * g + 3;
             float acc1 = 0.0f;
-            float acc2 = 0.0f;
-            float acc3 = 0.0f;
-            float acc4 = 0.0f;
-            #pragma acc loop vector reduction(+:acc1, acc2, acc3, acc4)
-            for (int64_t j_ = 0; j_ < 128; ++j_) {  /* vector reduction over DNF axis j, 4 tokens jammed */
-                acc1 = acc1 + q_[j_] * K_[t0 * 128 + j_];
-                acc2 = acc2 + q_[j_] * K_[t1 * 128 + j_];
-                acc3 = acc3 + q_[j_] * K_[t2 * 128 + j_];
-                acc4 = acc4 + q_[j_] * K_[t3 * 128 + j_];
+            float acc10 = 0.0f;
+            float acc19 = 0.0f;
+            float acc28 = 0.0f;
+            #pragma acc loop vector reduction(+:acc1, acc10, acc19, acc28)
+            for (int64_t v = 0; v < 32; ++v) {  /* vector reduction over DNF axis j, 4 tokens jammed */
+                uint64_t q0_2w = moac_word(q_, v);
+                float q0_2 = moac_bits_to_f32((uint32_t)q0_2w);
+                float q0_3 = moac_bits_to_f32((uint32_t)(q0_2w >> 32));
+                uint64_t k0_4w = moac_word(K_, 64 * t0 + v);
+                float k0_4 = moac_bits_to_f32((uint32_t)k0_4w);
+                float k0_5 = moac_bits_to_f32((uint32_t)(k0_4w >> 32));
+                acc1 = acc1 + q0_2 * k0_4;
+                acc1 = acc1 + q0_3 * k0_5;
+                uint64_t q1_6w = moac_word(q_, v + 32);
+                float q1_6 = moac_bits_to_f32((uint32_t)q1_6w);
+                float q1_7 = moac_bits_to_f32((uint32_t)(q1_6w >> 32));
+                uint64_t k1_8w = moac_word(K_, 64 * t0 + v + 32);
+                float k1_8 = moac_bits_to_f32((uint32_t)k1_8w);
+                float k1_9 = moac_bits_to_f32((uint32_t)(k1_8w >> 32));
+                acc1 = acc1 + q1_6 * k1_8;
+                acc1 = acc1 + q1_7 * k1_9;
+                uint64_t k0_13w = moac_word(K_, 64 * t1 + v);
+                float k0_13 = moac_bits_to_f32((uint32_t)k0_13w);
+                float k0_14 = moac_bits_to_f32((uint32_t)(k0_13w >> 32));
+                acc10 = acc10 + q0_2 * k0_13;
+                acc10 = acc10 + q0_3 * k0_14;
+                uint64_t k1_17w = moac_word(K_, 64 * t1 + v + 32);
+                float k1_17 = moac_bits_to_f32((uint32_t)k1_17w);
+                float k1_18 = moac_bits_to_f32((uint32_t)(k1_17w >> 32));
+                acc10 = acc10 + q1_6 * k1_17;
+                acc10 = acc10 + q1_7 * k1_18;
+                uint64_t k0_22w = moac_word(K_, 64 * t2 + v);
+                float k0_22 = moac_bits_to_f32((uint32_t)k0_22w);
+                float k0_23 = moac_bits_to_f32((uint32_t)(k0_22w >> 32));
+                acc19 = acc19 + q0_2 * k0_22;
+                acc19 = acc19 + q0_3 * k0_23;
+                uint64_t k1_26w = moac_word(K_, 64 * t2 + v + 32);
+                float k1_26 = moac_bits_to_f32((uint32_t)k1_26w);
+                float k1_27 = moac_bits_to_f32((uint32_t)(k1_26w >> 32));
+                acc19 = acc19 + q1_6 * k1_26;
+                acc19 = acc19 + q1_7 * k1_27;
+                uint64_t k0_31w = moac_word(K_, 64 * t3 + v);
+                float k0_31 = moac_bits_to_f32((uint32_t)k0_31w);
+                float k0_32 = moac_bits_to_f32((uint32_t)(k0_31w >> 32));
+                acc28 = acc28 + q0_2 * k0_31;
+                acc28 = acc28 + q0_3 * k0_32;
+                uint64_t k1_35w = moac_word(K_, 64 * t3 + v + 32);
+                float k1_35 = moac_bits_to_f32((uint32_t)k1_35w);
+                float k1_36 = moac_bits_to_f32((uint32_t)(k1_35w >> 32));
+                acc28 = acc28 + q1_6 * k1_35;
+                acc28 = acc28 + q1_7 * k1_36;
             }
             float sc0 = acc1 / sqrtf((float)128);
             moac_p[t0] = sc0;
             mg = fmaxf(mg, sc0);
-            float sc1 = acc2 / sqrtf((float)128);
+            float sc1 = acc10 / sqrtf((float)128);
             moac_p[t1] = sc1;
             mg = fmaxf(mg, sc1);
-            float sc2 = acc3 / sqrtf((float)128);
+            float sc2 = acc19 / sqrtf((float)128);
             moac_p[t2] = sc2;
             mg = fmaxf(mg, sc2);
-            float sc3 = acc4 / sqrtf((float)128);
+            float sc3 = acc28 / sqrtf((float)128);
             moac_p[t3] = sc3;
             mg = fmaxf(mg, sc3);
         }
         #pragma acc loop seq
         for (int64_t c = 4 * (cn / 4); c < cn; ++c) {  /* pass 1 remainder: the last cn mod 4 tokens */
             int64_t l_ = c + chunk * g;
-            float acc5 = 0.0f;
-            #pragma acc loop vector reduction(+:acc5)
-            for (int64_t j_ = 0; j_ < 128; ++j_) {  /* vector reduction over DNF axis j < 128 */
-                acc5 = acc5 + q_[j_] * K_[l_ * 128 + j_];
+            float acc37 = 0.0f;
+            #pragma acc loop vector reduction(+:acc37)
+            for (int64_t v = 0; v < 32; ++v) {  /* vector lanes: j = 2·(32·r + v) + k, r < 2, 2 elements per lane in packed loads */
+                uint64_t q0_38w = moac_word(q_, v);
+                float q0_38 = moac_bits_to_f32((uint32_t)q0_38w);
+                float q0_39 = moac_bits_to_f32((uint32_t)(q0_38w >> 32));
+                uint64_t k0_40w = moac_word(K_, v + 64 * l_);
+                float k0_40 = moac_bits_to_f32((uint32_t)k0_40w);
+                float k0_41 = moac_bits_to_f32((uint32_t)(k0_40w >> 32));
+                acc37 = acc37 + q0_38 * k0_40;
+                acc37 = acc37 + q0_39 * k0_41;
+                uint64_t q1_42w = moac_word(q_, v + 32);
+                float q1_42 = moac_bits_to_f32((uint32_t)q1_42w);
+                float q1_43 = moac_bits_to_f32((uint32_t)(q1_42w >> 32));
+                uint64_t k1_44w = moac_word(K_, v + 64 * l_ + 32);
+                float k1_44 = moac_bits_to_f32((uint32_t)k1_44w);
+                float k1_45 = moac_bits_to_f32((uint32_t)(k1_44w >> 32));
+                acc37 = acc37 + q1_42 * k1_44;
+                acc37 = acc37 + q1_43 * k1_45;
             }
-            float sc = acc5 / sqrtf((float)128);
+            float sc = acc37 / sqrtf((float)128);
             moac_p[l_] = sc;
             mg = fmaxf(mg, sc);
         }
@@ -144,7 +214,7 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
             zg = zg + e;
         }
         #pragma acc loop vector
-        for (int64_t v = 0; v < 32; ++v) {  /* vector lanes: d = r·32 + v for r < 4 */
+        for (int64_t v = 0; v < 32; ++v) {  /* vector lanes: d = 2·(32·r + v) + k, r < 2, k < 2 */
             float o0 = 0.0f;
             float o1 = 0.0f;
             float o2 = 0.0f;
@@ -153,19 +223,25 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
             for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
                 int64_t l_ = c + chunk * g;
                 float pc = moac_p[l_];
-                float w0 = V_[l_ * 128 + v];
+                uint64_t v0_46w = moac_word(V_, v + 64 * l_);
+                float v0_46 = moac_bits_to_f32((uint32_t)v0_46w);
+                float v0_47 = moac_bits_to_f32((uint32_t)(v0_46w >> 32));
+                float w0 = v0_46;
                 o0 = o0 + pc * w0;
-                float w1 = V_[l_ * 128 + (v + 32)];
+                float w1 = v0_47;
                 o1 = o1 + pc * w1;
-                float w2 = V_[l_ * 128 + (v + 64)];
+                uint64_t v1_48w = moac_word(V_, v + 64 * l_ + 32);
+                float v1_48 = moac_bits_to_f32((uint32_t)v1_48w);
+                float v1_49 = moac_bits_to_f32((uint32_t)(v1_48w >> 32));
+                float w2 = v1_48;
                 o2 = o2 + pc * w2;
-                float w3 = V_[l_ * 128 + (v + 96)];
+                float w3 = v1_49;
                 o3 = o3 + pc * w3;
             }
-            moac_o_part[g * 128 + v] = o0;
-            moac_o_part[g * 128 + (v + 32)] = o1;
-            moac_o_part[g * 128 + (v + 64)] = o2;
-            moac_o_part[g * 128 + (v + 96)] = o3;
+            moac_o_part[g * 128 + 2 * v] = o0;
+            moac_o_part[g * 128 + (2 * v + 1)] = o1;
+            moac_o_part[g * 128 + (2 * v + 64)] = o2;
+            moac_o_part[g * 128 + (2 * v + 65)] = o3;
         }
         moac_m_part[g] = mg;
         moac_z_part[g] = zg;

@@ -122,9 +122,9 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     M = len(members)
     names = Names()
     pidx = tuple(frame) + (l,)   # p is indexed (frame, g·C + c) = (frame, l)
-    pass1 = scores(names, E, ev, l, pidx, C, opts.unroll, members)
+    pass1 = scores(ctx, names, E, ev, l, pidx, C, opts.unroll, members, opts)
     pass2 = exp_sum(l, pidx, C, members)
-    pass3 = weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members)
+    pass3 = weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members, opts)
     stores = []
     for mi, mem in enumerate(members):
         fidx = tuple(midx(f, mem) for f in frame) + (g,)

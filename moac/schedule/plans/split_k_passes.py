@@ -10,6 +10,7 @@ from ...dnf import fmt_index, substitute
 from ..index import internal
 from ..ir import Const, Let, LetIndex, Lift, Local, Loop, Op, Set, Store
 from ..lower import logical, lower, read
+from ..packing import dedupe_unpacks, lifted, note_lift, plan_packing, unpacks
 from .generic import VECTOR, outer_reductions
 
 
@@ -29,7 +30,7 @@ def midx(ix, sub: dict):
     return sp.expand(ix.xreplace(first).xreplace(rest)) if sub else ix
 
 
-def scores(names, E, ev, l, pidx: tuple, C, U: int, members: list) -> tuple:
+def scores(ctx, names, E, ev, l, pidx: tuple, C, U: int, members: list, opts) -> tuple:
     """Pass 1: the score of every token of the chunk into p, and the chunk maximum mg, for
     every group member.  With U > 1 the token loop is unrolled by U and the U × members
     score reductions are jammed into one vector loop with independent accumulators (more
@@ -37,6 +38,15 @@ def scores(names, E, ev, l, pidx: tuple, C, U: int, members: list) -> tuple:
     handles cn mod U tokens."""
     M = len(members)
     g, c, cq, cn = internal("g"), internal("c"), internal("cq"), internal("cn")
+    packed = None
+    if ev is not None:
+        red = outer_reductions(E, [])[0]
+        pk = plan_packing(ctx, red.body, ev, red.extent, opts)
+        if isinstance(pk, str):
+            ctx.notes.append(f"score loads not packed: {pk}")
+        else:
+            packed = (ctx, pk)
+            note_lift(ctx, ev, red.extent, *pk, "score reduction, vector × packed")
 
     def mg(mi):
         return "mg" if M == 1 else f"mg{mi}"
@@ -44,7 +54,7 @@ def scores(names, E, ev, l, pidx: tuple, C, U: int, members: list) -> tuple:
     def one(tok, mi: int, sc: str, subst: dict):
         sub = members[mi]
         Eu = substitute(msub(E, sub), {l: tok}) if tok != l else msub(E, sub)
-        pre, sx = lower(Eu, names, vector_var=ev, subst=subst)
+        pre, sx = lower(Eu, names, vector_var=ev, subst=subst, packed=packed)
         idx = tuple(tok if x == l else midx(x, sub) for x in pidx)
         after = [Let(sc, sx), Store("@p", idx, logical(idx, subst), Local(sc)),
                  Set(mg(mi), Op("max", (Local(mg(mi)), Local(sc))))]
@@ -61,9 +71,9 @@ def scores(names, E, ev, l, pidx: tuple, C, U: int, members: list) -> tuple:
         if not reds or reds[0].op != "add":
             return None
         accs = tuple(pre[0].name for pre, _ in copies)
-        body = tuple(st for lp in loops for st in lp.body)
+        body = tuple(dedupe_unpacks([st for lp in loops for st in lp.body]))
         loop = Loop(loops[0].var, loops[0].extent, "vector", body, note=f"vector reduction over DNF axis {ev.name}, "
-                    f"{label} jammed", reduce=(("add", accs),), binds=loops[0].binds)
+                    f"{label} jammed", reduce=(("add", accs),), binds=loops[0].binds, trip=loops[0].trip)
         return [pre[0] for pre, _ in copies] + [loop] + [st for _, after in copies for st in after]
 
     def plain(copies):
@@ -112,7 +122,7 @@ def exp_sum(l, pidx: tuple, C, members: list) -> tuple:
     return tuple(out)
 
 
-def weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members: list) -> tuple:
+def weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members: list, opts) -> tuple:
     """Pass 3: o_part[member, g, rest] = Σ_c p_c · W(l, rest), lanes over the last output
     axis d.  When d's extent is a literal multiple of the vector length (≤ 8 lanes' worth),
     d is lifted ⟨dv⟩ → ⟨dv/32 32⟩, d = r·32 + v: lanes over v (γ-difference 1), r unrolled
@@ -129,6 +139,14 @@ def weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members: list
     def p_of(mi):
         return "pc" if M == 1 else f"pc{mi}"
     last, n_last = (rest[-1], rest_ext[-1]) if rest else (None, None)
+    if last is not None:
+        pk = plan_packing(ctx, W, last, n_last, opts)
+        if isinstance(pk, str):
+            ctx.notes.append(f"weighted-sum loads not packed: {pk}")
+        else:
+            body = _packed_weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members, *pk)
+            if body is not None:
+                return body
     R = int(n_last) // VECTOR if (n_last is not None and sp.sympify(n_last).is_Integer and
                                   int(n_last) % VECTOR == 0) else 0
     if 1 <= R <= 8:
@@ -177,3 +195,47 @@ def weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members: list
 def max_init(members: list) -> tuple:
     M = len(members)
     return tuple(Let("mg" if M == 1 else f"mg{mi}", Const(-math.inf)) for mi in range(M))
+
+
+def _packed_weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members: list, w: int, R: int):
+    """Pass 3 with the register-stride lifting d = w·(32·r + v) + k: each lane unpacks w
+    consecutive elements of each W row (one 8-byte word of bf16, say) and keeps R·w
+    accumulators per group member; adjacent lanes read adjacent words.  None when W
+    needs statements of its own (a reduction or a guard)."""
+    M = len(members)
+    g, c, v = internal("g"), internal("c"), internal("v")
+    last, n_last = rest[-1], rest_ext[-1]
+    W = msub(W, members[0])
+
+    def acc(mi, q):
+        return ("o" if M == 1 else f"o{mi}_") + str(q)
+
+    def p_of(mi):
+        return "pc" if M == 1 else f"pc{mi}"
+    pws = [read("@p", tuple(midx(x, m) for x in pidx)) for m in members]
+    terms, stores = [], []
+    for r in range(R):
+        base = w * (VECTOR * r + v)
+        loads, locs = unpacks(ctx, W, last, base, w, names, str(r))
+        terms += loads
+        for k in range(w):
+            q = r * w + k
+            pre_w, wx = lower(substitute(W, {last: base + k}), names, reads=locs)
+            if pre_w:
+                return None
+            terms.append(Let(f"w{q}", wx))
+            for mi, m in enumerate(members):
+                terms.append(Set(acc(mi, q), Op("add", (Local(acc(mi, q)), Op("mul", (Local(p_of(mi)),
+                                                                                     Local(f"w{q}")))))))
+                head = tuple(midx(f, m) for f in frame) + (g,) + tuple(rest[:-1])
+                stores.append(Store("@o_part", head + (base + k,), head + (last,), Local(acc(mi, q))))
+    note_lift(ctx, last, n_last, w, R, f"weighted sum, registers × vector × packed, {R * w * M} accumulators per lane")
+    loads = tuple(Let(p_of(mi), pw) for mi, pw in enumerate(pws))
+    inner = Loop(c, internal("cn"), "seq", (LetIndex(l, g * C + c),) + loads + tuple(terms),
+                 note="Σ over the chunk's tokens", trip=C)
+    body = tuple(Let(acc(mi, q), Const(0.0)) for mi in range(M) for q in range(R * w)) + (inner,) + tuple(stores)
+    body = (Loop(v, VECTOR, "vector", body, note=f"vector lanes: {last.name} = {lifted(w, R)}, k < {w}",
+                 trip=sp.Integer(VECTOR)),)
+    for x, n in reversed(list(zip(rest[:-1], rest_ext[:-1]))):
+        body = (Loop(x, n, "seq", body, note=f"DNF axis {x.name} < {fmt_index(n)}"),)
+    return body

@@ -1,0 +1,97 @@
+"""Packed loads from the register-stride lifting d = w·(32·r + v) + k: which axes are
+packed and why not, the coalescing verdict at the packed granularity, numerics of packed
+kernels for every storage dtype, and the alignment they need."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import moac
+from moac import dtypes
+from moac.commands import random_inputs
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def gqa(kv: str, q: str = "f32") -> str:
+    text = (ROOT / "examples/decode_gqa.moa").read_text(encoding="utf-8")
+    return (text.replace("input Q : f32", f"input Q : {q}").replace("input K : f32", f"input K : {kv}")
+            .replace("input V : f32", f"input V : {kv}"))
+
+
+def check(prog, sizes: dict, target: str, pack: str = "auto", seed: int = 3):
+    kern = prog.compile(target=target, sizes=sizes, pack=pack)
+    arrays, all_sizes = random_inputs(prog, sizes, seed)
+    got = kern(**arrays, **{k: v for k, v in all_sizes.items() if k in kern.onf.params})["out"]
+    ref = prog.evaluate(sizes=all_sizes, **arrays)["out"]
+    L = all_sizes.get("n", 13) + all_sizes.get("dk", 13)
+    np.testing.assert_allclose(got, ref, rtol=0, atol=16 * 1.2e-7 * np.sqrt(L) * max(1.0, np.abs(ref).max()))
+    return kern
+
+
+@pytest.mark.parametrize("kv", ["f32", "bf16", "f16"])
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("target", ["c", "openacc"])
+def test_packed_gqa_matches_the_interpreter(kv, d, target):
+    prog = moac.parse(gqa(kv), "gqa.moa")
+    sizes = {"dk": d, "dv": d, "hq": 8, "hkv": 2}
+    kern = check(prog, {**sizes}, target)
+    w = 8 // {"f32": 4, "bf16": 2, "f16": 2}[kv]
+    packed = any(a.packed > 1 for k in kern.onf.kernels for a in k.accesses)
+    assert packed == (d % (32 * w) == 0)            # d = 64 of 2-byte elements: 4 per lane would need 128
+    assert ("moac_word(K_" in kern.c_source and "moac_word(V_" in kern.c_source) == packed
+
+
+def test_packing_off_gives_the_same_result_and_no_words():
+    prog = moac.parse(gqa("bf16"), "gqa.moa")
+    sizes = {"dk": 128, "dv": 128, "hq": 8, "hkv": 2}
+    a = check(prog, sizes, "c", pack="auto")
+    b = check(prog, sizes, "c", pack="none")
+    assert "moac_word" in a.c_source and "moac_word" not in b.c_source
+    notes = b.onf.notes
+    assert "score loads not packed: packing off (--pack none)" in notes
+
+
+def test_onf_states_the_packed_verdict_and_the_lifting():
+    onf = moac.parse(gqa("bf16"), "gqa.moa").onf(sizes={"dk": 128, "dv": 128, "hq": 32, "hkv": 8})
+    text = str(onf)
+    assert "j ∈ ⟨128⟩ → ⟨v k⟩: score reduction, vector × packed: j = 4·v + k, 4 elements per lane" in text
+    assert "d ∈ ⟨128⟩ → ⟨v k⟩: weighted sum, registers × vector × packed" in text
+    k_reads = [a for a in onf.kernels[0].accesses if a.array == "K"]
+    assert k_reads and all(a.packed == 4 and a.diff == 4 for a in k_reads)
+    assert all(a.verdict.startswith("coalesced (packed: 4 elements per lane") for a in k_reads)
+    # the count still equals the minimum for inputs and outputs
+    assert onf.compulsory_minimal
+
+
+@pytest.mark.parametrize("sizes, reason", [
+    ({}, "score loads not packed: the extent dk of j is not fixed at compile time"),
+    ({"dk": 80, "dv": 80}, "score loads not packed: j < 80 is not 32·4·R with R ≤ 8"),
+])
+def test_packing_says_why_not(sizes, reason):
+    onf = moac.parse(gqa("bf16"), "gqa.moa").onf(sizes=sizes)
+    assert reason in onf.notes
+
+
+def test_f64_is_not_packed():
+    text = (ROOT / "examples/decode.moa").read_text(encoding="utf-8").replace("f32", "f64")
+    onf = moac.parse(text, "d.moa").onf(sizes={"dk": 128, "dv": 128})
+    assert "score loads not packed: 8-byte elements are one word each already" in onf.notes
+
+
+def test_misaligned_input_is_refused():
+    prog = moac.parse(gqa("bf16"), "gqa.moa")
+    kern = prog.compile(target="c", sizes={"dk": 128, "dv": 128, "hq": 8, "hkv": 2})
+    arrays, _ = random_inputs(prog, {"dk": 128, "dv": 128, "hq": 8, "hkv": 2, "n": 5}, 0)
+    K = arrays["K"]
+    buf = np.empty(K.size + 1, dtype=K.dtype)
+    shifted = buf[1:].reshape(K.shape)            # 2 bytes off an aligned address
+    shifted[...] = K
+    assert shifted.ctypes.data % 8 != 0
+    with pytest.raises(moac.ArgumentError, match="input 'K' must start at an 8-byte aligned address"):
+        kern(**{**arrays, "K": shifted})
+    out = kern(**arrays)["out"]                    # and an aligned copy runs
+    assert np.isfinite(out).all()
+    assert dtypes.accepts("bf16", shifted)
