@@ -105,9 +105,10 @@ def run_bundle(manifest_path: Path, sizes: dict, reps: int, torch, np) -> dict:
     # SDPA wants (batch, heads, seq, dim)
     gqa = q.shape[:-1] != K.shape[:-2]
     if gqa:                                     # SDPA layout (batch, heads, seq, dim), enable_gqa
-        q4 = q.reshape(1, q.shape[-2], 1, dk)
-        K4 = K.reshape(1, K.shape[-3], K.shape[-2], dk)
-        V4 = V.reshape(1, V.shape[-3], V.shape[-2], V.shape[-1])
+        nb = int(np.prod(q.shape[:-2])) if q.dim() > 2 else 1
+        q4 = q.reshape(nb, q.shape[-2], 1, dk)
+        K4 = K.reshape(nb, K.shape[-3], K.shape[-2], dk)
+        V4 = V.reshape(nb, V.shape[-3], V.shape[-2], V.shape[-1])
     else:
         lead = q.shape[:-1]
         nb = int(np.prod(lead)) if lead else 1
@@ -169,9 +170,29 @@ def run_bundle(manifest_path: Path, sizes: dict, reps: int, torch, np) -> dict:
                 moac_kernels_us=moac_parts)
 
 
+def copy_ceiling(torch, nbytes: int = 1 << 30, reps: int = 20) -> float:
+    """Device-to-device copy bandwidth (bytes read + written per second), CUDA events."""
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        dst.copy_(src)
+        b.record()
+        b.synchronize()
+        best = min(best, a.elapsed_time(b) / 1e3)
+    del src, dst
+    return 2 * nbytes / best
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("bundles", nargs="+", type=Path, help="NAME.json manifests")
+    ap.add_argument("bundles", nargs="*", type=Path, help="NAME.json manifests")
+    ap.add_argument("--cases", type=Path, help="a cases.json of bench/gpu_cases.py (bundles with their sizes)")
     ap.add_argument("-D", dest="defs", action="append", default=[], metavar="NAME=VALUE")
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--json", type=Path, help="also write the results here")
@@ -180,7 +201,13 @@ def main() -> int:
     for d in a.defs:
         k, _, v = d.partition("=")
         sizes[k] = int(v)
-    libdir = (a.bundles[0].parent / "lib").resolve()
+    runs = [(b, dict(sizes), b.stem) for b in a.bundles]
+    if a.cases:
+        for c in json.loads(a.cases.read_text()):
+            runs.append((a.cases.parent / c["manifest"], {**sizes, **c["sizes"]}, c["name"]))
+    if not runs:
+        ap.error("no bundles")
+    libdir = (runs[0][0].parent / "lib").resolve()
     if str(libdir) not in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
         # libgomp finds its nvptx plugin through the loader's search path, read at start-up
         env = dict(os.environ, LD_LIBRARY_PATH=f"{libdir}:{os.environ.get('LD_LIBRARY_PATH', '')}")
@@ -198,19 +225,31 @@ def main() -> int:
     if ndev < 1:
         print("no OpenACC NVIDIA device visible", file=sys.stderr)
         return 1
+    copy_bw = copy_ceiling(torch)
+    print(f"device copy ceiling: {copy_bw / 1e12:.2f} TB/s (read + write)")
     results = []
     ok = True
-    for b in a.bundles:
-        r = run_bundle(b, sizes, a.reps, torch, np)
+    for b, sz, name in runs:
+        r = run_bundle(b, sz, a.reps, torch, np)
+        r["name"] = name
+        r["copy_bw"] = copy_bw
+        r["kv_bw"] = r["kv_bytes"] / r["moac_kernel"] if r["moac_kernel"] else 0.0
+        r["share_of_copy"] = r["kv_bw"] / copy_bw
+        r["vs_sdpa16_kernel"] = r["moac_kernel"] / r["sdpa16_kernel"] if r["sdpa16_kernel"] else None
+        r["vs_sdpa16_wall"] = r["moac_wall"] / r["sdpa16_wall"] if r["sdpa16_wall"] else None
+        r["ok"] = bool(r["written"] and r["err"] < 1e-4 and r["host_err"] < 1e-4)
         results.append(r)
-        ok &= r["written"] and r["err"] < 1e-4 and r["host_err"] < 1e-4
+        ok &= r["ok"]
+        print(f"  {name}: kernel {r['moac_kernel'] * 1e6:.1f} µs, wall {r['moac_wall'] * 1e6:.1f} µs, "
+              f"KV {r['kv_bw'] / 1e12:.2f} TB/s = {r['share_of_copy']:.0%} of copy, SDPA bf16 "
+              f"{r['sdpa16_kernel'] * 1e6:.1f} µs, err {r['err']:.1e}", flush=True)
     print()
-    print(f"{'bundle':14} {'sizes':34} {'max err':>9} {'SDPA err':>9} {'moac kern µs':>12} {'moac wall µs':>12} "
+    print(f"{'bundle':22} {'sizes':34} {'max err':>9} {'SDPA err':>9} {'moac kern µs':>12} {'moac wall µs':>12} "
           f"{'KV GB/s':>8} {'SDPA32 µs':>9} {'SDPA16 µs':>9}")
     for r in results:
         sz = " ".join(f"{k}={v}" for k, v in r["sizes"].items())
         gbs = r["min_bytes"] / r["moac_kernel"] / 1e9 if r["moac_kernel"] else float("nan")
-        print(f"{r['name']:14} {sz:34} {r['err']:9.2e} {r['sdpa_err']:9.2e} {r['moac_kernel'] * 1e6:12.1f} "
+        print(f"{r['name']:22} {sz:34} {r['err']:9.2e} {r['sdpa_err']:9.2e} {r['moac_kernel'] * 1e6:12.1f} "
               f"{r['moac_wall'] * 1e6:12.1f} {gbs:8.0f} {r['sdpa32_kernel'] * 1e6:9.1f} {r['sdpa16_kernel'] * 1e6:9.1f}")
     for r in results:
         print(f"  {r['name']} host entry (host arrays, host_data): max err {r['host_err']:.2e}")

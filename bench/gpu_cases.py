@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Build the GPU bundles of the decode benchmark (on a machine with moac and
+gcc-12-offload-nvptx) and the case list the GPU runner reads.
+
+    python3 bench/gpu_cases.py OUTDIR          # then, on the GPU machine:
+    python3 bench/gpu_run.py --cases OUTDIR/cases.json --json results.json
+
+Every case of the issue's table (d = 128), each built with packed loads (the default)
+and with `--pack none` (the mapping before them), GQA also with `--share-kv`.  A bf16
+case is the example with K and V declared bf16.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+D = {"dk": 128, "dv": 128}
+GQA = {**D, "hq": 32, "hkv": 8}
+
+# name, example, K/V dtype, compile-time sizes, run-time sizes
+CASES = [
+    ("mha_f32", "decode_mha", "f32", D, {"B": 8, "h": 32, "n": 4096}),
+    ("mha_bf16", "decode_mha", "bf16", D, {"B": 8, "h": 32, "n": 4096}),
+    ("gqa_bf16_n32k", "decode_gqa", "bf16", GQA, {"n": 32768}),
+    ("gqab_bf16_B32", "decode_gqa_batched", "bf16", GQA, {"B": 32, "n": 4096}),
+    ("gqab_bf16_n128k", "decode_gqa_batched", "bf16", GQA, {"B": 1, "n": 131072}),
+    ("decode_f32_n256k", "decode", "f32", D, {"n": 262144}),
+]
+VARIANTS = [("", []), ("-nopack", ["--pack", "none"])]
+GQA_VARIANTS = [("-share", ["--share-kv"])]
+
+
+def source(example: str, kv: str, out: Path) -> Path:
+    text = (ROOT / "examples" / f"{example}.moa").read_text(encoding="utf-8")
+    if kv != "f32":
+        text = text.replace("input K : f32", f"input K : {kv}").replace("input V : f32", f"input V : {kv}")
+    path = out / f"{example}_{kv}.moa"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def main() -> int:
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "gpu").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    cases = []
+    for name, example, kv, fixed, run in CASES:
+        src = source(example, kv, out)
+        variants = VARIANTS + (GQA_VARIANTS if "hq" in fixed else [])
+        for suffix, flags in variants:
+            bundle = out / f"{name}{suffix}.c"
+            argv = [sys.executable, "-m", "moac", "compile", str(src), "--target", "openacc", "--offload", "nvptx",
+                    "-o", str(bundle)] + [f"-D{k}={v}" for k, v in fixed.items()] + flags
+            subprocess.run(argv, check=True, cwd=ROOT)
+            cases.append({"name": f"{name}{suffix}", "manifest": bundle.with_suffix(".json").name, "sizes": run,
+                          "flags": flags})
+    (out / "cases.json").write_text(json.dumps(cases, indent=2) + "\n", encoding="utf-8")
+    print(f"{len(cases)} bundles in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
