@@ -342,10 +342,16 @@ def test_openmp_has_no_acc_and_openacc_has_no_omp():
         assert "#pragma omp parallel for" in omp, name
 
 
-def test_openacc_data_and_host_data_pragmas():
-    from moac.targets import TARGETS
-    t = TARGETS["openacc"]
-    assert t.data_pragma(["q_[0:dk_]"], [], ["out_[0:dv_]"]) == \
-        "#pragma acc data copyin(q_[0:dk_]) copyout(out_[0:dv_])"
-    assert t.data_pragma([], ["K_[0:N_]"], []) == "#pragma acc data copy(K_[0:N_])"
-    assert t.host_data_pragma(["q_", "ws"]) == "#pragma acc host_data use_device(q_, ws)"
+def test_openacc_host_entry_copies_into_device_memory_of_its_own():
+    """The host entry allocates each array's device copy with acc_malloc (aligned for the
+    packed loads; a data region places copies at their element type's alignment only),
+    copies inputs in and outputs back, and runs in place on the host."""
+    src = example("decode").c_source(target="openacc", sizes={"dk": 128, "dv": 128})
+    assert "#pragma acc data" not in src and "host_data" not in src
+    for line in ("    if (acc_get_device_type() != acc_device_host) {",
+                 "        void *K_d = acc_malloc(sizeof(float) * (size_t)(128 * n_) + 1);",
+                 "            acc_memcpy_to_device(K_d, (void *)K_, sizeof(float) * (size_t)(128 * n_));",
+                 "            rc = moac_decode_device(q_d, K_d, V_d, out_d, n_, NULL);",
+                 "                acc_memcpy_from_device(out_, out_d, sizeof(float) * (size_t)(128));",
+                 "    return moac_decode_device(q_, K_, V_, out_, n_, NULL);"):
+        assert line in src.splitlines(), line

@@ -146,13 +146,10 @@ def _body(unit: CUnit, indent: int) -> str:
 
 def to_c(unit: CUnit, sig: Signature, target) -> str:
     from ..version import __version__
-    arrays = [p for p in sig.params if p.kind != "size"]
-    data_pragma = host_data_pragma = None
-    if target.device_entry:
-        def sect(kind):
-            return [f"{p.cname}[0:{unit.sizes[p.name]}]" for p in arrays if p.kind == kind]
-        data_pragma = target.data_pragma(sect("input"), sect("inout"), sect("output"))
-        host_data_pragma = target.host_data_pragma([p.cname for p in arrays] + ["ws"])
+    dev_arrays = [dict(cname=p.cname, dname=f"{p.cname}d", bytes=f"sizeof({p.ctype}) * (size_t)({unit.sizes[p.name]})",
+                       to=p.kind in ("input", "inout"), back=p.kind in ("inout", "output"))
+                  for p in sig.params if p.kind != "size"]
+    dev_args = ", ".join(f"{p.cname}d" if p.kind != "size" else p.cname for p in sig.params)
     prologue = "\n".join(cir.stmts(unit.prologue, unit.ctype, indent=1))
     return _template().render(
         version=__version__, filename=unit.filename, target=unit.target, plan=unit.plan,
@@ -163,7 +160,8 @@ def to_c(unit: CUnit, sig: Signature, target) -> str:
         size_params=", ".join(f"int64_t {p.cname}" for p in sig.params if p.kind == "size") or "void",
         size_args=", ".join(p.cname for p in sig.params if p.kind == "size"),
         args=", ".join(p.cname for p in sig.params), scratch=[dict(name=x.cname, count=x.count) for x in unit.scratch],
-        data_pragma=data_pragma, host_data_pragma=host_data_pragma,
+        dev_arrays=dev_arrays, dev_args=dev_args, on_device=target.on_device,
+        copy_to_device=target.copy_to_device, copy_from_device=target.copy_from_device,
         prologue=prologue, prologue_vars=[d.name for d in unit.prologue if isinstance(d, cir.Decl)],
         body=_body(unit, 1), aligned=unit.aligned,
     )

@@ -26,8 +26,9 @@ class Target:
     header: str | None = None          # the model's header, included under model_macro
     device_malloc: str | None = None   # device allocator and deallocator (under model_macro)
     device_free: str | None = None
-    data_region: str | None = None     # the host entry's data region: {copyin} {copy} {copyout}
-    host_data: str | None = None       # the device addresses of host arrays: {pointers}
+    on_device: str | None = None       # a C condition: a device (not the host) runs the kernels
+    copy_to_device: str | None = None  # (device, host, bytes) and back: the host entry's copies
+    copy_from_device: str | None = None
     host_only_flags: tuple = ()        # added to host builds (e.g. disabling offload)
     offload: dict | None = None        # offload name -> full flag list for a device build
     vector_length: int = 32
@@ -52,15 +53,6 @@ class Target:
 
     def _clauses(self, arrays: tuple) -> str:
         return f"{self.data_clause}({', '.join(arrays)})" if self.data_clause and arrays else ""
-
-    def data_pragma(self, copyin: list, copy: list, copyout: list) -> str:
-        """The data region of the host entry: each array moved once."""
-        parts = [f"{clause}({', '.join(xs)})" for clause, xs in
-                 (("copyin", copyin), ("copy", copy), ("copyout", copyout)) if xs]
-        return " ".join([self.data_region] + parts)
-
-    def host_data_pragma(self, pointers: list) -> str:
-        return self.host_data.format(pointers=", ".join(pointers))
 
     def flags(self, offload: str = "none") -> list | None:
         """The compiler flags of a host build, or of a device build for `offload` (None

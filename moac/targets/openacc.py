@@ -21,8 +21,9 @@ TARGET = Target(
     header="openacc.h",
     device_malloc="acc_malloc",
     device_free="acc_free",
-    data_region="#pragma acc data",
-    host_data="#pragma acc host_data use_device({pointers})",
+    on_device="acc_get_device_type() != acc_device_host",
+    copy_to_device="acc_memcpy_to_device",
+    copy_from_device="acc_memcpy_from_device",
     # with the nvptx offload compiler installed, plain -fopenacc would also build (and
     # fail) for sm_35: host builds disable offloading explicitly
     host_only_flags=("-foffload=disable",),

@@ -147,23 +147,51 @@ int moac_catenate_device(const float *restrict K_, const float *restrict k_, con
     return 0;
 }
 
-/* The computation for host arrays: they move to the device once (one data region) and
- * the device entry runs on them there; without a device, the host runs it in place.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+/* The computation for host arrays: each array is copied once into device memory of its own
+ * (acc_malloc, aligned for packed loads), the device entry runs on the copies and the
+ * results come back; without a device, the host runs it in place.
+ * Returns 0 on success, 1 if memory could not be allocated. */
 int moac_catenate(const float *restrict K_, const float *restrict k_, const float *restrict A_, const float *restrict B_, float *restrict K2_, float *restrict AB_, float *restrict v_, int64_t n_, int64_t m_, int64_t d_)
 {
-    size_t ws_bytes = moac_catenate_workspace_bytes(n_, m_, d_) + 1;
-    char *ws = malloc(ws_bytes);
-    if (!ws)
-        return 1;
-    int rc;
-    #pragma acc data copyin(K_[0:d_ * n_], k_[0:d_], A_[0:d_ * n_], B_[0:d_ * m_]) copyout(K2_[0:d_ * (n_ + 1)], AB_[0:d_ * (m_ + n_)], v_[0:5]) create(ws[0:ws_bytes])
-    {
-        #pragma acc host_data use_device(K_, k_, A_, B_, K2_, AB_, v_, ws)
-        {
-            rc = moac_catenate_device(K_, k_, A_, B_, K2_, AB_, v_, n_, m_, d_, ws);
+#ifdef _OPENACC
+    if (acc_get_device_type() != acc_device_host) {
+        void *K_d = acc_malloc(sizeof(float) * (size_t)(d_ * n_) + 1);
+        void *k_d = acc_malloc(sizeof(float) * (size_t)(d_) + 1);
+        void *A_d = acc_malloc(sizeof(float) * (size_t)(d_ * n_) + 1);
+        void *B_d = acc_malloc(sizeof(float) * (size_t)(d_ * m_) + 1);
+        void *K2_d = acc_malloc(sizeof(float) * (size_t)(d_ * (n_ + 1)) + 1);
+        void *AB_d = acc_malloc(sizeof(float) * (size_t)(d_ * (m_ + n_)) + 1);
+        void *v_d = acc_malloc(sizeof(float) * (size_t)(5) + 1);
+        int rc = 1;
+        if (K_d && k_d && A_d && B_d && K2_d && AB_d && v_d) {
+            acc_memcpy_to_device(K_d, (void *)K_, sizeof(float) * (size_t)(d_ * n_));
+            acc_memcpy_to_device(k_d, (void *)k_, sizeof(float) * (size_t)(d_));
+            acc_memcpy_to_device(A_d, (void *)A_, sizeof(float) * (size_t)(d_ * n_));
+            acc_memcpy_to_device(B_d, (void *)B_, sizeof(float) * (size_t)(d_ * m_));
+            rc = moac_catenate_device(K_d, k_d, A_d, B_d, K2_d, AB_d, v_d, n_, m_, d_, NULL);
+            if (rc == 0)
+                acc_memcpy_from_device(K2_, K2_d, sizeof(float) * (size_t)(d_ * (n_ + 1)));
+            if (rc == 0)
+                acc_memcpy_from_device(AB_, AB_d, sizeof(float) * (size_t)(d_ * (m_ + n_)));
+            if (rc == 0)
+                acc_memcpy_from_device(v_, v_d, sizeof(float) * (size_t)(5));
         }
+        if (K_d)
+            acc_free(K_d);
+        if (k_d)
+            acc_free(k_d);
+        if (A_d)
+            acc_free(A_d);
+        if (B_d)
+            acc_free(B_d);
+        if (K2_d)
+            acc_free(K2_d);
+        if (AB_d)
+            acc_free(AB_d);
+        if (v_d)
+            acc_free(v_d);
+        return rc;
     }
-    free(ws);
-    return rc;
+#endif
+    return moac_catenate_device(K_, k_, A_, B_, K2_, AB_, v_, n_, m_, d_, NULL);
 }

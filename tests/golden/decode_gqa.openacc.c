@@ -195,23 +195,37 @@ int moac_decode_gqa_device(const float *restrict Q_, const float *restrict K_, c
     return 0;
 }
 
-/* The computation for host arrays: they move to the device once (one data region) and
- * the device entry runs on them there; without a device, the host runs it in place.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+/* The computation for host arrays: each array is copied once into device memory of its own
+ * (acc_malloc, aligned for packed loads), the device entry runs on the copies and the
+ * results come back; without a device, the host runs it in place.
+ * Returns 0 on success, 1 if memory could not be allocated. */
 int moac_decode_gqa(const float *restrict Q_, const float *restrict K_, const float *restrict V_, float *restrict out_, int64_t hkv_, int64_t n_, int64_t dk_, int64_t dv_, int64_t g_)
 {
-    size_t ws_bytes = moac_decode_gqa_workspace_bytes(hkv_, n_, dk_, dv_, g_) + 1;
-    char *ws = malloc(ws_bytes);
-    if (!ws)
-        return 1;
-    int rc;
-    #pragma acc data copyin(Q_[0:dk_ * g_ * hkv_], K_[0:dk_ * hkv_ * n_], V_[0:dv_ * hkv_ * n_]) copyout(out_[0:dv_ * g_ * hkv_]) create(ws[0:ws_bytes])
-    {
-        #pragma acc host_data use_device(Q_, K_, V_, out_, ws)
-        {
-            rc = moac_decode_gqa_device(Q_, K_, V_, out_, hkv_, n_, dk_, dv_, g_, ws);
+#ifdef _OPENACC
+    if (acc_get_device_type() != acc_device_host) {
+        void *Q_d = acc_malloc(sizeof(float) * (size_t)(dk_ * g_ * hkv_) + 1);
+        void *K_d = acc_malloc(sizeof(float) * (size_t)(dk_ * hkv_ * n_) + 1);
+        void *V_d = acc_malloc(sizeof(float) * (size_t)(dv_ * hkv_ * n_) + 1);
+        void *out_d = acc_malloc(sizeof(float) * (size_t)(dv_ * g_ * hkv_) + 1);
+        int rc = 1;
+        if (Q_d && K_d && V_d && out_d) {
+            acc_memcpy_to_device(Q_d, (void *)Q_, sizeof(float) * (size_t)(dk_ * g_ * hkv_));
+            acc_memcpy_to_device(K_d, (void *)K_, sizeof(float) * (size_t)(dk_ * hkv_ * n_));
+            acc_memcpy_to_device(V_d, (void *)V_, sizeof(float) * (size_t)(dv_ * hkv_ * n_));
+            rc = moac_decode_gqa_device(Q_d, K_d, V_d, out_d, hkv_, n_, dk_, dv_, g_, NULL);
+            if (rc == 0)
+                acc_memcpy_from_device(out_, out_d, sizeof(float) * (size_t)(dv_ * g_ * hkv_));
         }
+        if (Q_d)
+            acc_free(Q_d);
+        if (K_d)
+            acc_free(K_d);
+        if (V_d)
+            acc_free(V_d);
+        if (out_d)
+            acc_free(out_d);
+        return rc;
     }
-    free(ws);
-    return rc;
+#endif
+    return moac_decode_gqa_device(Q_, K_, V_, out_, hkv_, n_, dk_, dv_, g_, NULL);
 }

@@ -204,23 +204,49 @@ int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const floa
     return 0;
 }
 
-/* The computation for host arrays: they move to the device once (one data region) and
- * the device entry runs on them there; without a device, the host runs it in place.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+/* The computation for host arrays: each array is copied once into device memory of its own
+ * (acc_malloc, aligned for packed loads), the device entry runs on the copies and the
+ * results come back; without a device, the host runs it in place.
+ * Returns 0 on success, 1 if memory could not be allocated. */
 int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *restrict q_, const float *restrict k_, const float *restrict v_, float *restrict out_, int64_t N_, int64_t n_, int64_t dk_, int64_t dv_)
 {
-    size_t ws_bytes = moac_decode_step_workspace_bytes(N_, n_, dk_, dv_) + 1;
-    char *ws = malloc(ws_bytes);
-    if (!ws)
-        return 1;
-    int rc;
-    #pragma acc data copyin(q_[0:dk_], k_[0:dk_], v_[0:dv_]) copy(Kc_[0:N_ * dk_], Vc_[0:N_ * dv_]) copyout(out_[0:dv_]) create(ws[0:ws_bytes])
-    {
-        #pragma acc host_data use_device(Kc_, Vc_, q_, k_, v_, out_, ws)
-        {
-            rc = moac_decode_step_device(Kc_, Vc_, q_, k_, v_, out_, N_, n_, dk_, dv_, ws);
+#ifdef _OPENACC
+    if (acc_get_device_type() != acc_device_host) {
+        void *Kc_d = acc_malloc(sizeof(float) * (size_t)(N_ * dk_) + 1);
+        void *Vc_d = acc_malloc(sizeof(float) * (size_t)(N_ * dv_) + 1);
+        void *q_d = acc_malloc(sizeof(float) * (size_t)(dk_) + 1);
+        void *k_d = acc_malloc(sizeof(float) * (size_t)(dk_) + 1);
+        void *v_d = acc_malloc(sizeof(float) * (size_t)(dv_) + 1);
+        void *out_d = acc_malloc(sizeof(float) * (size_t)(dv_) + 1);
+        int rc = 1;
+        if (Kc_d && Vc_d && q_d && k_d && v_d && out_d) {
+            acc_memcpy_to_device(Kc_d, (void *)Kc_, sizeof(float) * (size_t)(N_ * dk_));
+            acc_memcpy_to_device(Vc_d, (void *)Vc_, sizeof(float) * (size_t)(N_ * dv_));
+            acc_memcpy_to_device(q_d, (void *)q_, sizeof(float) * (size_t)(dk_));
+            acc_memcpy_to_device(k_d, (void *)k_, sizeof(float) * (size_t)(dk_));
+            acc_memcpy_to_device(v_d, (void *)v_, sizeof(float) * (size_t)(dv_));
+            rc = moac_decode_step_device(Kc_d, Vc_d, q_d, k_d, v_d, out_d, N_, n_, dk_, dv_, NULL);
+            if (rc == 0)
+                acc_memcpy_from_device(Kc_, Kc_d, sizeof(float) * (size_t)(N_ * dk_));
+            if (rc == 0)
+                acc_memcpy_from_device(Vc_, Vc_d, sizeof(float) * (size_t)(N_ * dv_));
+            if (rc == 0)
+                acc_memcpy_from_device(out_, out_d, sizeof(float) * (size_t)(dv_));
         }
+        if (Kc_d)
+            acc_free(Kc_d);
+        if (Vc_d)
+            acc_free(Vc_d);
+        if (q_d)
+            acc_free(q_d);
+        if (k_d)
+            acc_free(k_d);
+        if (v_d)
+            acc_free(v_d);
+        if (out_d)
+            acc_free(out_d);
+        return rc;
     }
-    free(ws);
-    return rc;
+#endif
+    return moac_decode_step_device(Kc_, Vc_, q_, k_, v_, out_, N_, n_, dk_, dv_, NULL);
 }

@@ -114,23 +114,42 @@ int moac_matmul_device(const float *restrict A_, const float *restrict B_, const
     return 0;
 }
 
-/* The computation for host arrays: they move to the device once (one data region) and
- * the device entry runs on them there; without a device, the host runs it in place.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+/* The computation for host arrays: each array is copied once into device memory of its own
+ * (acc_malloc, aligned for packed loads), the device entry runs on the copies and the
+ * results come back; without a device, the host runs it in place.
+ * Returns 0 on success, 1 if memory could not be allocated. */
 int moac_matmul(const float *restrict A_, const float *restrict B_, const float *restrict x_, float *restrict C_, float *restrict y_, int64_t n_, int64_t m_, int64_t p_)
 {
-    size_t ws_bytes = moac_matmul_workspace_bytes(n_, m_, p_) + 1;
-    char *ws = malloc(ws_bytes);
-    if (!ws)
-        return 1;
-    int rc;
-    #pragma acc data copyin(A_[0:m_ * n_], B_[0:m_ * p_], x_[0:m_]) copyout(C_[0:n_ * p_], y_[0:n_]) create(ws[0:ws_bytes])
-    {
-        #pragma acc host_data use_device(A_, B_, x_, C_, y_, ws)
-        {
-            rc = moac_matmul_device(A_, B_, x_, C_, y_, n_, m_, p_, ws);
+#ifdef _OPENACC
+    if (acc_get_device_type() != acc_device_host) {
+        void *A_d = acc_malloc(sizeof(float) * (size_t)(m_ * n_) + 1);
+        void *B_d = acc_malloc(sizeof(float) * (size_t)(m_ * p_) + 1);
+        void *x_d = acc_malloc(sizeof(float) * (size_t)(m_) + 1);
+        void *C_d = acc_malloc(sizeof(float) * (size_t)(n_ * p_) + 1);
+        void *y_d = acc_malloc(sizeof(float) * (size_t)(n_) + 1);
+        int rc = 1;
+        if (A_d && B_d && x_d && C_d && y_d) {
+            acc_memcpy_to_device(A_d, (void *)A_, sizeof(float) * (size_t)(m_ * n_));
+            acc_memcpy_to_device(B_d, (void *)B_, sizeof(float) * (size_t)(m_ * p_));
+            acc_memcpy_to_device(x_d, (void *)x_, sizeof(float) * (size_t)(m_));
+            rc = moac_matmul_device(A_d, B_d, x_d, C_d, y_d, n_, m_, p_, NULL);
+            if (rc == 0)
+                acc_memcpy_from_device(C_, C_d, sizeof(float) * (size_t)(n_ * p_));
+            if (rc == 0)
+                acc_memcpy_from_device(y_, y_d, sizeof(float) * (size_t)(n_));
         }
+        if (A_d)
+            acc_free(A_d);
+        if (B_d)
+            acc_free(B_d);
+        if (x_d)
+            acc_free(x_d);
+        if (C_d)
+            acc_free(C_d);
+        if (y_d)
+            acc_free(y_d);
+        return rc;
     }
-    free(ws);
-    return rc;
+#endif
+    return moac_matmul_device(A_, B_, x_, C_, y_, n_, m_, p_, NULL);
 }

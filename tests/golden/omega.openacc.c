@@ -153,23 +153,56 @@ int moac_omega_device(const float *restrict S_, const float *restrict q_, const 
     return 0;
 }
 
-/* The computation for host arrays: they move to the device once (one data region) and
- * the device entry runs on them there; without a device, the host runs it in place.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+/* The computation for host arrays: each array is copied once into device memory of its own
+ * (acc_malloc, aligned for packed loads), the device entry runs on the copies and the
+ * results come back; without a device, the host runs it in place.
+ * Returns 0 on success, 1 if memory could not be allocated. */
 int moac_omega(const float *restrict S_, const float *restrict q_, const float *restrict K_, const float *restrict B_, float *restrict P_, float *restrict s_, float *restrict d_, float *restrict c_, int64_t n_, int64_t w_, int64_t dk_)
 {
-    size_t ws_bytes = moac_omega_workspace_bytes(n_, w_, dk_) + 1;
-    char *ws = malloc(ws_bytes);
-    if (!ws)
-        return 1;
-    int rc;
-    #pragma acc data copyin(S_[0:n_ * w_], q_[0:dk_], K_[0:dk_ * n_], B_[0:n_ * w_]) copyout(P_[0:n_ * w_], s_[0:n_], d_[0:n_], c_[0:n_]) create(ws[0:ws_bytes])
-    {
-        #pragma acc host_data use_device(S_, q_, K_, B_, P_, s_, d_, c_, ws)
-        {
-            rc = moac_omega_device(S_, q_, K_, B_, P_, s_, d_, c_, n_, w_, dk_, ws);
+#ifdef _OPENACC
+    if (acc_get_device_type() != acc_device_host) {
+        void *S_d = acc_malloc(sizeof(float) * (size_t)(n_ * w_) + 1);
+        void *q_d = acc_malloc(sizeof(float) * (size_t)(dk_) + 1);
+        void *K_d = acc_malloc(sizeof(float) * (size_t)(dk_ * n_) + 1);
+        void *B_d = acc_malloc(sizeof(float) * (size_t)(n_ * w_) + 1);
+        void *P_d = acc_malloc(sizeof(float) * (size_t)(n_ * w_) + 1);
+        void *s_d = acc_malloc(sizeof(float) * (size_t)(n_) + 1);
+        void *d_d = acc_malloc(sizeof(float) * (size_t)(n_) + 1);
+        void *c_d = acc_malloc(sizeof(float) * (size_t)(n_) + 1);
+        int rc = 1;
+        if (S_d && q_d && K_d && B_d && P_d && s_d && d_d && c_d) {
+            acc_memcpy_to_device(S_d, (void *)S_, sizeof(float) * (size_t)(n_ * w_));
+            acc_memcpy_to_device(q_d, (void *)q_, sizeof(float) * (size_t)(dk_));
+            acc_memcpy_to_device(K_d, (void *)K_, sizeof(float) * (size_t)(dk_ * n_));
+            acc_memcpy_to_device(B_d, (void *)B_, sizeof(float) * (size_t)(n_ * w_));
+            rc = moac_omega_device(S_d, q_d, K_d, B_d, P_d, s_d, d_d, c_d, n_, w_, dk_, NULL);
+            if (rc == 0)
+                acc_memcpy_from_device(P_, P_d, sizeof(float) * (size_t)(n_ * w_));
+            if (rc == 0)
+                acc_memcpy_from_device(s_, s_d, sizeof(float) * (size_t)(n_));
+            if (rc == 0)
+                acc_memcpy_from_device(d_, d_d, sizeof(float) * (size_t)(n_));
+            if (rc == 0)
+                acc_memcpy_from_device(c_, c_d, sizeof(float) * (size_t)(n_));
         }
+        if (S_d)
+            acc_free(S_d);
+        if (q_d)
+            acc_free(q_d);
+        if (K_d)
+            acc_free(K_d);
+        if (B_d)
+            acc_free(B_d);
+        if (P_d)
+            acc_free(P_d);
+        if (s_d)
+            acc_free(s_d);
+        if (d_d)
+            acc_free(d_d);
+        if (c_d)
+            acc_free(c_d);
+        return rc;
     }
-    free(ws);
-    return rc;
+#endif
+    return moac_omega_device(S_, q_, K_, B_, P_, s_, d_, c_, n_, w_, dk_, NULL);
 }

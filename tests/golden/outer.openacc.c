@@ -127,23 +127,47 @@ int moac_outer_device(const float *restrict x_, const float *restrict y_, const 
     return 0;
 }
 
-/* The computation for host arrays: they move to the device once (one data region) and
- * the device entry runs on them there; without a device, the host runs it in place.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+/* The computation for host arrays: each array is copied once into device memory of its own
+ * (acc_malloc, aligned for packed loads), the device entry runs on the copies and the
+ * results come back; without a device, the host runs it in place.
+ * Returns 0 on success, 1 if memory could not be allocated. */
 int moac_outer(const float *restrict x_, const float *restrict y_, const float *restrict M_, float *restrict P_, float *restrict D_, float *restrict T_, int64_t n_, int64_t m_)
 {
-    size_t ws_bytes = moac_outer_workspace_bytes(n_, m_) + 1;
-    char *ws = malloc(ws_bytes);
-    if (!ws)
-        return 1;
-    int rc;
-    #pragma acc data copyin(x_[0:n_], y_[0:m_], M_[0:m_ * n_]) copyout(P_[0:m_ * n_], D_[0:m_ * n_], T_[0:m_ * m_ * n_]) create(ws[0:ws_bytes])
-    {
-        #pragma acc host_data use_device(x_, y_, M_, P_, D_, T_, ws)
-        {
-            rc = moac_outer_device(x_, y_, M_, P_, D_, T_, n_, m_, ws);
+#ifdef _OPENACC
+    if (acc_get_device_type() != acc_device_host) {
+        void *x_d = acc_malloc(sizeof(float) * (size_t)(n_) + 1);
+        void *y_d = acc_malloc(sizeof(float) * (size_t)(m_) + 1);
+        void *M_d = acc_malloc(sizeof(float) * (size_t)(m_ * n_) + 1);
+        void *P_d = acc_malloc(sizeof(float) * (size_t)(m_ * n_) + 1);
+        void *D_d = acc_malloc(sizeof(float) * (size_t)(m_ * n_) + 1);
+        void *T_d = acc_malloc(sizeof(float) * (size_t)(m_ * m_ * n_) + 1);
+        int rc = 1;
+        if (x_d && y_d && M_d && P_d && D_d && T_d) {
+            acc_memcpy_to_device(x_d, (void *)x_, sizeof(float) * (size_t)(n_));
+            acc_memcpy_to_device(y_d, (void *)y_, sizeof(float) * (size_t)(m_));
+            acc_memcpy_to_device(M_d, (void *)M_, sizeof(float) * (size_t)(m_ * n_));
+            rc = moac_outer_device(x_d, y_d, M_d, P_d, D_d, T_d, n_, m_, NULL);
+            if (rc == 0)
+                acc_memcpy_from_device(P_, P_d, sizeof(float) * (size_t)(m_ * n_));
+            if (rc == 0)
+                acc_memcpy_from_device(D_, D_d, sizeof(float) * (size_t)(m_ * n_));
+            if (rc == 0)
+                acc_memcpy_from_device(T_, T_d, sizeof(float) * (size_t)(m_ * m_ * n_));
         }
+        if (x_d)
+            acc_free(x_d);
+        if (y_d)
+            acc_free(y_d);
+        if (M_d)
+            acc_free(M_d);
+        if (P_d)
+            acc_free(P_d);
+        if (D_d)
+            acc_free(D_d);
+        if (T_d)
+            acc_free(T_d);
+        return rc;
     }
-    free(ws);
-    return rc;
+#endif
+    return moac_outer_device(x_, y_, M_, P_, D_, T_, n_, m_, NULL);
 }

@@ -157,23 +157,48 @@ int moac_reshape_device(const float *restrict A_, const float *restrict x_, floa
     return 0;
 }
 
-/* The computation for host arrays: they move to the device once (one data region) and
- * the device entry runs on them there; without a device, the host runs it in place.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+/* The computation for host arrays: each array is copied once into device memory of its own
+ * (acc_malloc, aligned for packed loads), the device entry runs on the copies and the
+ * results come back; without a device, the host runs it in place.
+ * Returns 0 on success, 1 if memory could not be allocated. */
 int moac_reshape(const float *restrict A_, const float *restrict x_, float *restrict flat_, float *restrict swap_, float *restrict grid_, float *restrict cnt_, int64_t n_, int64_t m_)
 {
-    size_t ws_bytes = moac_reshape_workspace_bytes(n_, m_) + 1;
-    char *ws = malloc(ws_bytes);
-    if (!ws)
-        return 1;
-    int rc;
-    #pragma acc data copyin(A_[0:m_ * n_], x_[0:6]) copyout(flat_[0:m_ * n_], swap_[0:m_ * n_], grid_[0:6], cnt_[0:1]) create(ws[0:ws_bytes])
-    {
-        #pragma acc host_data use_device(A_, x_, flat_, swap_, grid_, cnt_, ws)
-        {
-            rc = moac_reshape_device(A_, x_, flat_, swap_, grid_, cnt_, n_, m_, ws);
+#ifdef _OPENACC
+    if (acc_get_device_type() != acc_device_host) {
+        void *A_d = acc_malloc(sizeof(float) * (size_t)(m_ * n_) + 1);
+        void *x_d = acc_malloc(sizeof(float) * (size_t)(6) + 1);
+        void *flat_d = acc_malloc(sizeof(float) * (size_t)(m_ * n_) + 1);
+        void *swap_d = acc_malloc(sizeof(float) * (size_t)(m_ * n_) + 1);
+        void *grid_d = acc_malloc(sizeof(float) * (size_t)(6) + 1);
+        void *cnt_d = acc_malloc(sizeof(float) * (size_t)(1) + 1);
+        int rc = 1;
+        if (A_d && x_d && flat_d && swap_d && grid_d && cnt_d) {
+            acc_memcpy_to_device(A_d, (void *)A_, sizeof(float) * (size_t)(m_ * n_));
+            acc_memcpy_to_device(x_d, (void *)x_, sizeof(float) * (size_t)(6));
+            rc = moac_reshape_device(A_d, x_d, flat_d, swap_d, grid_d, cnt_d, n_, m_, NULL);
+            if (rc == 0)
+                acc_memcpy_from_device(flat_, flat_d, sizeof(float) * (size_t)(m_ * n_));
+            if (rc == 0)
+                acc_memcpy_from_device(swap_, swap_d, sizeof(float) * (size_t)(m_ * n_));
+            if (rc == 0)
+                acc_memcpy_from_device(grid_, grid_d, sizeof(float) * (size_t)(6));
+            if (rc == 0)
+                acc_memcpy_from_device(cnt_, cnt_d, sizeof(float) * (size_t)(1));
         }
+        if (A_d)
+            acc_free(A_d);
+        if (x_d)
+            acc_free(x_d);
+        if (flat_d)
+            acc_free(flat_d);
+        if (swap_d)
+            acc_free(swap_d);
+        if (grid_d)
+            acc_free(grid_d);
+        if (cnt_d)
+            acc_free(cnt_d);
+        return rc;
     }
-    free(ws);
-    return rc;
+#endif
+    return moac_reshape_device(A_, x_, flat_, swap_, grid_, cnt_, n_, m_, NULL);
 }

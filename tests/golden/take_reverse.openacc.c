@@ -123,23 +123,39 @@ int moac_take_reverse_device(const float *restrict A_, float *restrict R_, float
     return 0;
 }
 
-/* The computation for host arrays: they move to the device once (one data region) and
- * the device entry runs on them there; without a device, the host runs it in place.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+/* The computation for host arrays: each array is copied once into device memory of its own
+ * (acc_malloc, aligned for packed loads), the device entry runs on the copies and the
+ * results come back; without a device, the host runs it in place.
+ * Returns 0 on success, 1 if memory could not be allocated. */
 int moac_take_reverse(const float *restrict A_, float *restrict R_, float *restrict r_, float *restrict h_, int64_t n_, int64_t m_)
 {
-    size_t ws_bytes = moac_take_reverse_workspace_bytes(n_, m_) + 1;
-    char *ws = malloc(ws_bytes);
-    if (!ws)
-        return 1;
-    int rc;
-    #pragma acc data copyin(A_[0:m_ * n_]) copyout(R_[0:3 * m_], r_[0:m_], h_[0:2 * m_]) create(ws[0:ws_bytes])
-    {
-        #pragma acc host_data use_device(A_, R_, r_, h_, ws)
-        {
-            rc = moac_take_reverse_device(A_, R_, r_, h_, n_, m_, ws);
+#ifdef _OPENACC
+    if (acc_get_device_type() != acc_device_host) {
+        void *A_d = acc_malloc(sizeof(float) * (size_t)(m_ * n_) + 1);
+        void *R_d = acc_malloc(sizeof(float) * (size_t)(3 * m_) + 1);
+        void *r_d = acc_malloc(sizeof(float) * (size_t)(m_) + 1);
+        void *h_d = acc_malloc(sizeof(float) * (size_t)(2 * m_) + 1);
+        int rc = 1;
+        if (A_d && R_d && r_d && h_d) {
+            acc_memcpy_to_device(A_d, (void *)A_, sizeof(float) * (size_t)(m_ * n_));
+            rc = moac_take_reverse_device(A_d, R_d, r_d, h_d, n_, m_, NULL);
+            if (rc == 0)
+                acc_memcpy_from_device(R_, R_d, sizeof(float) * (size_t)(3 * m_));
+            if (rc == 0)
+                acc_memcpy_from_device(r_, r_d, sizeof(float) * (size_t)(m_));
+            if (rc == 0)
+                acc_memcpy_from_device(h_, h_d, sizeof(float) * (size_t)(2 * m_));
         }
+        if (A_d)
+            acc_free(A_d);
+        if (R_d)
+            acc_free(R_d);
+        if (r_d)
+            acc_free(r_d);
+        if (h_d)
+            acc_free(h_d);
+        return rc;
     }
-    free(ws);
-    return rc;
+#endif
+    return moac_take_reverse_device(A_, R_, r_, h_, n_, m_, NULL);
 }

@@ -141,23 +141,48 @@ int moac_transpose_device(const float *restrict A_, const float *restrict M_, fl
     return 0;
 }
 
-/* The computation for host arrays: they move to the device once (one data region) and
- * the device entry runs on them there; without a device, the host runs it in place.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+/* The computation for host arrays: each array is copied once into device memory of its own
+ * (acc_malloc, aligned for packed loads), the device entry runs on the copies and the
+ * results come back; without a device, the host runs it in place.
+ * Returns 0 on success, 1 if memory could not be allocated. */
 int moac_transpose(const float *restrict A_, const float *restrict M_, float *restrict T_, float *restrict T2_, float *restrict Mt_, float *restrict G_, int64_t n_, int64_t m_, int64_t p_)
 {
-    size_t ws_bytes = moac_transpose_workspace_bytes(n_, m_, p_) + 1;
-    char *ws = malloc(ws_bytes);
-    if (!ws)
-        return 1;
-    int rc;
-    #pragma acc data copyin(A_[0:m_ * n_ * p_], M_[0:m_ * n_]) copyout(T_[0:m_ * n_ * p_], T2_[0:m_ * n_ * p_], Mt_[0:m_ * n_], G_[0:n_ * n_]) create(ws[0:ws_bytes])
-    {
-        #pragma acc host_data use_device(A_, M_, T_, T2_, Mt_, G_, ws)
-        {
-            rc = moac_transpose_device(A_, M_, T_, T2_, Mt_, G_, n_, m_, p_, ws);
+#ifdef _OPENACC
+    if (acc_get_device_type() != acc_device_host) {
+        void *A_d = acc_malloc(sizeof(float) * (size_t)(m_ * n_ * p_) + 1);
+        void *M_d = acc_malloc(sizeof(float) * (size_t)(m_ * n_) + 1);
+        void *T_d = acc_malloc(sizeof(float) * (size_t)(m_ * n_ * p_) + 1);
+        void *T2_d = acc_malloc(sizeof(float) * (size_t)(m_ * n_ * p_) + 1);
+        void *Mt_d = acc_malloc(sizeof(float) * (size_t)(m_ * n_) + 1);
+        void *G_d = acc_malloc(sizeof(float) * (size_t)(n_ * n_) + 1);
+        int rc = 1;
+        if (A_d && M_d && T_d && T2_d && Mt_d && G_d) {
+            acc_memcpy_to_device(A_d, (void *)A_, sizeof(float) * (size_t)(m_ * n_ * p_));
+            acc_memcpy_to_device(M_d, (void *)M_, sizeof(float) * (size_t)(m_ * n_));
+            rc = moac_transpose_device(A_d, M_d, T_d, T2_d, Mt_d, G_d, n_, m_, p_, NULL);
+            if (rc == 0)
+                acc_memcpy_from_device(T_, T_d, sizeof(float) * (size_t)(m_ * n_ * p_));
+            if (rc == 0)
+                acc_memcpy_from_device(T2_, T2_d, sizeof(float) * (size_t)(m_ * n_ * p_));
+            if (rc == 0)
+                acc_memcpy_from_device(Mt_, Mt_d, sizeof(float) * (size_t)(m_ * n_));
+            if (rc == 0)
+                acc_memcpy_from_device(G_, G_d, sizeof(float) * (size_t)(n_ * n_));
         }
+        if (A_d)
+            acc_free(A_d);
+        if (M_d)
+            acc_free(M_d);
+        if (T_d)
+            acc_free(T_d);
+        if (T2_d)
+            acc_free(T2_d);
+        if (Mt_d)
+            acc_free(Mt_d);
+        if (G_d)
+            acc_free(G_d);
+        return rc;
     }
-    free(ws);
-    return rc;
+#endif
+    return moac_transpose_device(A_, M_, T_, T2_, Mt_, G_, n_, m_, p_, NULL);
 }
