@@ -2,12 +2,13 @@
 """Build the GPU bundles of the decode benchmark (on a machine with moac and
 gcc-12-offload-nvptx) and the case list the GPU runner reads.
 
-    python3 bench/gpu_cases.py OUTDIR          # then, on the GPU machine:
+    python3 bench/gpu_cases.py OUTDIR [--sweep]   # then, on the GPU machine:
     python3 bench/gpu_run.py --cases OUTDIR/cases.json --json results.json
 
 Every case of the issue's table (d = 128), each built with packed loads (the default)
-and with `--pack none` (the mapping before them), GQA also with `--share-kv`.  A bf16
-case is the example with K and V declared bf16.
+and with `--pack none` (the mapping before them), GQA also with `--share-kv`; `--sweep`
+builds the tokens-in-flight variants instead.  A bf16 case is the example with K and V
+declared bf16.
 """
 from __future__ import annotations
 
@@ -32,6 +33,21 @@ CASES = [
 VARIANTS = [("", []), ("-nopack", ["--pack", "none"])]
 GQA_VARIANTS = [("-share", ["--share-kv"])]
 
+# --sweep: tokens in flight per warp (score pass --unroll U, weighted sum --unroll-wsum T)
+SWEEP = {
+    "mha_bf16": [(f"-u{u}t{t}", ["--unroll", str(u), "--unroll-wsum", str(t)]) for u in (4, 8) for t in (1, 2, 4)],
+    "mha_f32": [("-u4t2", ["--unroll-wsum", "2"]), ("-u8t2", ["--unroll", "8", "--unroll-wsum", "2"])],
+    "gqa_bf16_n32k": [("-u8t2", ["--unroll", "8", "--unroll-wsum", "2"]),
+                      ("-u8t4", ["--unroll", "8", "--unroll-wsum", "4"]),
+                      ("-share-u8t2", ["--share-kv", "--unroll", "8", "--unroll-wsum", "2"])],
+    "gqab_bf16_B32": [("-u8t2", ["--unroll", "8", "--unroll-wsum", "2"]),
+                      ("-share-u8t2", ["--share-kv", "--unroll", "8", "--unroll-wsum", "2"]),
+                      ("-share-u8t4", ["--share-kv", "--unroll", "8", "--unroll-wsum", "4"])],
+    "gqab_bf16_n128k": [("-share-u8t2", ["--share-kv", "--unroll", "8", "--unroll-wsum", "2"]),
+                        ("-share-u8t4", ["--share-kv", "--unroll", "8", "--unroll-wsum", "4"])],
+    "decode_f32_n256k": [("-u8t2", ["--unroll", "8", "--unroll-wsum", "2"])],
+}
+
 
 def source(example: str, kv: str, out: Path) -> Path:
     text = (ROOT / "examples" / f"{example}.moa").read_text(encoding="utf-8")
@@ -43,12 +59,14 @@ def source(example: str, kv: str, out: Path) -> Path:
 
 
 def main() -> int:
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "gpu").resolve()
+    args = [a for a in sys.argv[1:] if a != "--sweep"]
+    sweep = "--sweep" in sys.argv[1:]
+    out = Path(args[0] if args else "gpu").resolve()
     out.mkdir(parents=True, exist_ok=True)
     cases = []
     for name, example, kv, fixed, run in CASES:
         src = source(example, kv, out)
-        variants = VARIANTS + (GQA_VARIANTS if "hq" in fixed else [])
+        variants = SWEEP.get(name, []) if sweep else VARIANTS + (GQA_VARIANTS if "hq" in fixed else [])
         for suffix, flags in variants:
             bundle = out / f"{name}{suffix}.c"
             argv = [sys.executable, "-m", "moac", "compile", str(src), "--target", "openacc", "--offload", "nvptx",

@@ -53,14 +53,17 @@ def main(argv: list[str] | None = None) -> int:
                        help="fix a size at compile time (repeatable)")
         if target:
             p.add_argument("--target", choices=tuple(TARGETS), default="openacc", help="code generation target")
-            p.add_argument("--unroll", type=int, default=4, metavar="U",
-                           help="tokens per vector pass in the split-K plan (default 4)")
+            p.add_argument("--unroll", type=int, default=0, metavar="U",
+                           help="tokens per vector pass in the split-K plan (default 0: derived, 4, or 8 packed "
+                                "words in flight per lane)")
             p.add_argument("--mapping", choices=("auto", "naive"), default="auto",
                            help="loop-to-hardware mapping (naive: vector lanes over reduction axes)")
             p.add_argument("--share-kv", action="store_true",
                            help="split-K: query heads that read the same K/V rows (GQA) share a gang")
             p.add_argument("--pack", choices=("auto", "none"), default="auto",
                            help="packed 8-byte loads where the register-stride lifting allows (default auto)")
+            p.add_argument("--unroll-wsum", type=int, default=1, metavar="T",
+                           help="tokens per iteration of the packed weighted sum in the split-K plan (default 1)")
 
     p = sub.add_parser("dnf", help="print the Denotational Normal Form")
     common(p, target=False)
@@ -104,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.cmd == "onf":
             print(prog.onf(target=args.target, sizes=sizes, mapping=args.mapping, unroll=args.unroll,
-                           share_kv=args.share_kv, pack=args.pack))
+                           share_kv=args.share_kv, pack=args.pack, wsum_unroll=args.unroll_wsum))
             return 0
         if args.cmd == "compile":
             from .commands import compile_command

@@ -9,18 +9,20 @@ class Options:
     target: str = "openacc"
     sizes: tuple = ()            # (name, int) pairs, sorted: sizes fixed at compile time
     mapping: str = "auto"        # auto | naive (vector lanes over reduction axes)
-    unroll: int = 4              # tokens per pass of the split-K score loop
+    unroll: int = 0              # tokens per pass of the split-K score loop (0: derived)
     storage: tuple = ()          # (input, dtype) pairs overriding declared dtypes (cost studies)
     share_kv: bool = False       # GQA: query heads of one KV head share a gang
     pack: str = "auto"           # auto: packed loads where the register-stride lifting allows; none
+    wsum_unroll: int = 1         # tokens per iteration of the (packed) weighted sum
 
     @staticmethod
-    def make(target: str = "openacc", sizes: dict | None = None, mapping: str = "auto", unroll: int = 4,
-             storage: dict | None = None, share_kv: bool = False, pack: str = "auto") -> "Options":
+    def make(target: str = "openacc", sizes: dict | None = None, mapping: str = "auto", unroll: int = 0,
+             storage: dict | None = None, share_kv: bool = False, pack: str = "auto",
+             wsum_unroll: int = 1) -> "Options":
         if pack not in ("auto", "none"):
             raise ValueError(f"pack must be 'auto' or 'none', got {pack!r}")
         return Options(target, tuple(sorted((sizes or {}).items())), mapping, int(unroll),
-                       tuple(sorted((storage or {}).items())), bool(share_kv), pack)
+                       tuple(sorted((storage or {}).items())), bool(share_kv), pack, int(wsum_unroll))
 
     @property
     def size_dict(self) -> dict:

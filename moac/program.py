@@ -40,18 +40,19 @@ class Program:
             self.artifacts[opts] = driver.lower(self._dnf, opts)
         return self.artifacts[opts]
 
-    def onf(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto", unroll: int = 4,
-            storage: dict | None = None, share_kv: bool = False, pack: str = "auto"):
-        return self.lower(Options.make(target, sizes, mapping, unroll, storage, share_kv, pack)).onf
+    def onf(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto", unroll: int = 0,
+            storage: dict | None = None, share_kv: bool = False, pack: str = "auto", wsum_unroll: int = 1):
+        return self.lower(Options.make(target, sizes, mapping, unroll, storage, share_kv, pack, wsum_unroll)).onf
 
     def c_source(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto",
-                 unroll: int = 4, share_kv: bool = False, pack: str = "auto") -> str:
-        return self.lower(Options.make(target, sizes, mapping, unroll, share_kv=share_kv, pack=pack)).c_source
+                 unroll: int = 0, share_kv: bool = False, pack: str = "auto", wsum_unroll: int = 1) -> str:
+        return self.lower(Options.make(target, sizes, mapping, unroll, share_kv=share_kv, pack=pack,
+                                       wsum_unroll=wsum_unroll)).c_source
 
     def compile(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto",
-                unroll: int = 4, share_kv: bool = False, pack: str = "auto", **build_opts):
+                unroll: int = 0, share_kv: bool = False, pack: str = "auto", wsum_unroll: int = 1, **build_opts):
         from .jit import build
-        opts = Options.make(target, sizes, mapping, unroll, share_kv=share_kv, pack=pack)
+        opts = Options.make(target, sizes, mapping, unroll, share_kv=share_kv, pack=pack, wsum_unroll=wsum_unroll)
         key = (opts, tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in build_opts.items())))
         if key not in self.kernels:
             self.kernels[key] = build.build(self.lower(opts), **build_opts)              # stage 6: C -> kernel

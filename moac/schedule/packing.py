@@ -33,7 +33,7 @@ def _reads(e, out: list) -> list:
     return out
 
 
-def _streams(ctx, body, var) -> list:
+def streams(ctx, body, var) -> list:
     """The distinct reads of `body` whose index mentions `var`."""
     seen, out = set(), []
     for r in _reads(body, []):
@@ -51,16 +51,16 @@ def plan_packing(ctx, body, var, extent, opts):
     n = sp.sympify(extent)
     if not n.is_Integer:
         return f"the extent {n} of {var.name} is not fixed at compile time"
-    streams = _streams(ctx, body, var)
-    if not streams:
+    runs = streams(ctx, body, var)
+    if not runs:
         return f"no load walks {var.name}"
-    sizes = [BYTES[ctx.buffers[r.array].dtype] for r in streams]
+    sizes = [BYTES[ctx.buffers[r.array].dtype] for r in runs]
     w = WORD // min(sizes)
     if w < 2:
         return "8-byte elements are one word each already"
     if int(n) % (LANES * w) or not 1 <= int(n) // (LANES * w) <= 8:
         return f"{var.name} < {n} is not 32·{w}·R with R ≤ 8"
-    for r, esize in zip(streams, sizes):
+    for r, esize in zip(runs, sizes):
         buf = ctx.buffers[r.array]
         off = gamma(ctx.spec(tuple(r.index)), buf.shape)
         if lane_diff(off, var) != 1:
@@ -77,7 +77,7 @@ def unpacks(ctx, body, var, base, w: int, names, tag: str, subst: dict | None = 
     """Unpack statements for every stream of `body` along `var`, the lane's run starting at
     var = base, and a map (array, index at var = base + k) -> the local holding it."""
     stmts, locals_ = [], {}
-    for r in _streams(ctx, body, var):
+    for r in streams(ctx, body, var):
         idx = tuple(sp.expand(sp.sympify(i).xreplace({var: base})) for i in r.index)
         ns = tuple(names.fresh(f"{r.array.lower()}{tag}_") for _ in range(w))
         stmts.append(Unpack(r.array, idx, logical(tuple(r.index), subst or {}), ns))

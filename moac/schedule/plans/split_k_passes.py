@@ -10,8 +10,13 @@ from ...dnf import fmt_index, substitute
 from ..index import internal
 from ..ir import Const, Let, LetIndex, Lift, Local, Loop, Op, Set, Store
 from ..lower import logical, lower, read
-from ..packing import dedupe_unpacks, lifted, note_lift, plan_packing, unpacks
+from ...dtypes import BYTES
+from ..packing import WORD, streams, dedupe_unpacks, lifted, note_lift, plan_packing, unpacks
 from .generic import VECTOR, outer_reductions
+
+
+UNROLL = 4        # tokens per score pass without packed loads (measured: docs/benchmarks.md)
+IN_FLIGHT = 8     # packed words in flight per lane the score pass aims for (bf16 d = 128: 8 tokens)
 
 
 def msub(e, sub: dict):
@@ -47,6 +52,16 @@ def scores(ctx, names, E, ev, l, pidx: tuple, C, U: int, members: list, opts) ->
         else:
             packed = (ctx, pk)
             note_lift(ctx, ev, red.extent, *pk, "score reduction, vector × packed")
+    if U == 0:          # derived: enough tokens per pass for IN_FLIGHT words per lane
+        U = UNROLL
+        if packed is not None:
+            w, R = packed[1]
+            per_token = [r for r in streams(ctx, red.body, ev)          # q is loaded once per pass
+                         if any(l in sp.sympify(i).free_symbols for i in r.index)]
+            words = max((R * w * BYTES[ctx.buffers[r.array].dtype] // WORD for r in per_token), default=1)
+            U = max(UNROLL, IN_FLIGHT // words)
+        ctx.notes.append(f"score pass: {U} tokens per vector pass" + (
+            f" ({IN_FLIGHT} packed words in flight per lane)" if packed is not None else ""))
 
     def mg(mi):
         return "mg" if M == 1 else f"mg{mi}"
@@ -144,7 +159,8 @@ def weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members: list
         if isinstance(pk, str):
             ctx.notes.append(f"weighted-sum loads not packed: {pk}")
         else:
-            body = _packed_weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members, *pk)
+            body = _packed_weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members, *pk,
+                                        T=opts.wsum_unroll)
             if body is not None:
                 return body
     R = int(n_last) // VECTOR if (n_last is not None and sp.sympify(n_last).is_Integer and
@@ -197,43 +213,72 @@ def max_init(members: list) -> tuple:
     return tuple(Let("mg" if M == 1 else f"mg{mi}", Const(-math.inf)) for mi in range(M))
 
 
-def _packed_weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members: list, w: int, R: int):
+def _packed_weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members: list, w: int, R: int,
+                         T: int = 1):
     """Pass 3 with the register-stride lifting d = w·(32·r + v) + k: each lane unpacks w
     consecutive elements of each W row (one 8-byte word of bf16, say) and keeps R·w
-    accumulators per group member; adjacent lanes read adjacent words.  None when W
-    needs statements of its own (a reduction or a guard)."""
+    accumulators per group member; adjacent lanes read adjacent words.  With T > 1 each
+    iteration of the token loop takes T tokens (T loads of each row in flight per lane),
+    a remainder loop the last cn mod T.  None when W needs statements of its own."""
     M = len(members)
-    g, c, v = internal("g"), internal("c"), internal("v")
+    g, c, v, cq, cn = internal("g"), internal("c"), internal("v"), internal("cq"), internal("cn")
     last, n_last = rest[-1], rest_ext[-1]
     W = msub(W, members[0])
 
     def acc(mi, q):
         return ("o" if M == 1 else f"o{mi}_") + str(q)
 
-    def p_of(mi):
-        return "pc" if M == 1 else f"pc{mi}"
-    pws = [read("@p", tuple(midx(x, m) for x in pidx)) for m in members]
-    terms, stores = [], []
+    def token(tok, tag: str):
+        """The statements of one token `tok` (l in the DNF): p, the unpacked W row, the sums."""
+        subst = {tok: l} if tok != l else {}
+        Wt = substitute(W, {l: tok}) if tok != l else W
+        out = []
+        for mi, m in enumerate(members):
+            idx = tuple(tok if x == l else midx(x, m) for x in pidx)
+            out.append(Let(f"pc{tag}" if M == 1 else f"pc{mi}{tag}", read("@p", idx, subst)))
+        for r in range(R):
+            base = w * (VECTOR * r + v)
+            loads, locs = unpacks(ctx, Wt, last, base, w, names, f"{r}{tag}", subst)
+            out += loads
+            for k in range(w):
+                q = r * w + k
+                pre_w, wx = lower(substitute(Wt, {last: base + k}), names, subst=subst, reads=locs)
+                if pre_w:
+                    return None
+                out.append(Let(f"w{q}{tag}", wx))
+                for mi in range(M):
+                    pc = f"pc{tag}" if M == 1 else f"pc{mi}{tag}"
+                    out.append(Set(acc(mi, q), Op("add", (Local(acc(mi, q)), Op("mul", (Local(pc),
+                                                                                       Local(f"w{q}{tag}")))))))
+        return out
+
+    if T > 1:
+        toks = [internal(f"u{t}") for t in range(T)]
+        bodies = [token(tk, f"_{t}") for t, tk in enumerate(toks)]
+        if any(b is None for b in bodies):
+            return None
+        main = Loop(cq, sp.floor(cn / T), "seq", tuple(
+            st for t, tk in enumerate(toks) for st in [LetIndex(tk, g * C + cq * T + t)] + bodies[t]),
+            note=f"Σ over the chunk's tokens, {T} per iteration", trip=C / T)
+        one = token(l, "")
+        rest_loop = Loop(c, cn, "seq", (LetIndex(l, g * C + c),) + tuple(one), start=T * sp.floor(cn / T),
+                         trip=sp.Integer(0), note=f"the last cn mod {T} tokens")
+        inner: tuple = (main, rest_loop)
+    else:
+        one = token(l, "")
+        if one is None:
+            return None
+        inner = (Loop(c, cn, "seq", (LetIndex(l, g * C + c),) + tuple(one), note="Σ over the chunk's tokens",
+                      trip=C),)
+    stores = []
     for r in range(R):
-        base = w * (VECTOR * r + v)
-        loads, locs = unpacks(ctx, W, last, base, w, names, str(r))
-        terms += loads
         for k in range(w):
-            q = r * w + k
-            pre_w, wx = lower(substitute(W, {last: base + k}), names, reads=locs)
-            if pre_w:
-                return None
-            terms.append(Let(f"w{q}", wx))
             for mi, m in enumerate(members):
-                terms.append(Set(acc(mi, q), Op("add", (Local(acc(mi, q)), Op("mul", (Local(p_of(mi)),
-                                                                                     Local(f"w{q}")))))))
                 head = tuple(midx(f, m) for f in frame) + (g,) + tuple(rest[:-1])
-                stores.append(Store("@o_part", head + (base + k,), head + (last,), Local(acc(mi, q))))
+                stores.append(Store("@o_part", head + (w * (VECTOR * r + v) + k,), head + (last,),
+                                    Local(acc(mi, r * w + k))))
     note_lift(ctx, last, n_last, w, R, f"weighted sum, registers × vector × packed, {R * w * M} accumulators per lane")
-    loads = tuple(Let(p_of(mi), pw) for mi, pw in enumerate(pws))
-    inner = Loop(c, internal("cn"), "seq", (LetIndex(l, g * C + c),) + loads + tuple(terms),
-                 note="Σ over the chunk's tokens", trip=C)
-    body = tuple(Let(acc(mi, q), Const(0.0)) for mi in range(M) for q in range(R * w)) + (inner,) + tuple(stores)
+    body = tuple(Let(acc(mi, q), Const(0.0)) for mi in range(M) for q in range(R * w)) + inner + tuple(stores)
     body = (Loop(v, VECTOR, "vector", body, note=f"vector lanes: {last.name} = {lifted(w, R)}, k < {w}",
                  trip=sp.Integer(VECTOR)),)
     for x, n in reversed(list(zip(rest[:-1], rest_ext[:-1]))):
