@@ -1,10 +1,26 @@
-"""The code generation targets, one file each (adding a target = one file + its tests)."""
+"""The code generation targets, one file each: a module of this package that defines
+TARGET is a target (adding one = one file plus its tests).  openacc is the default."""
 from __future__ import annotations
 
-from . import c, openacc, openmp
+import importlib
+import pkgutil
+
 from .base import Target
 
-TARGETS: dict[str, Target] = {t.name: t for t in (openacc.TARGET, openmp.TARGET, c.TARGET)}
+_ORDER = ("openacc", "openmp", "c")       # how the CLI lists the built-in ones
+
+
+def _discover() -> dict:
+    found = {}
+    for info in pkgutil.iter_modules(__path__):
+        mod = importlib.import_module(f"{__name__}.{info.name}")
+        t = getattr(mod, "TARGET", None)
+        if isinstance(t, Target):
+            found[t.name] = t
+    return {n: found[n] for n in sorted(found, key=lambda n: (_ORDER.index(n) if n in _ORDER else len(_ORDER), n))}
+
+
+TARGETS: dict[str, Target] = _discover()
 
 
 def get_target(name: str) -> Target:
