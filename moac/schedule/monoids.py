@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math
 
+import sympy as sp
+
 from .ir import Const, Let, Local, Loop, Op, Select, Set
 
 
@@ -33,9 +35,27 @@ def lse_fold_scale(g, G, read_m, read_z) -> tuple:
     return (Let("M", Const(-math.inf)), c1, Let("Z", Const(0.0)), c2)
 
 
-def lse_fold_value(g, G, read_o, read_m) -> tuple:
-    """O = Σ_g e^{m_g − M}·o_g (sequential over g), given M; then the value O ÷ Z."""
-    acc = Loop(g, G, "seq", (Set("o", Op("add", (Local("o"), Op("mul", (read_o(), _exp_diff(read_m(), Local("M"))))))),),
-               note="Σ_g exp(m_g − M)·o_g")
-    value = Select(Op("gt", (Local("Z"), Const(0.0))), Op("div", (Local("o"), Local("Z"))), Const(0.0))
-    return (Let("o", Const(0.0)), acc), value
+def lse_fold_value(g, G, read_o, read_m, ways: int = 4) -> tuple:
+    """O = Σ_g e^{m_g − M}·o_g given M, then the value O ÷ Z.  The sum runs over `ways`
+    partial accumulators, g = ways·gq + u (a monoid's terms may be grouped any way), so
+    that many loads are in flight per lane; the last G mod ways partials follow.
+    read_o(gexpr) and read_m(gexpr) load partial gexpr."""
+    from .index import internal
+
+    def term(acc, gx):
+        return Set(acc, Op("add", (Local(acc), Op("mul", (read_o(gx), _exp_diff(read_m(gx), Local("M")))))))
+    if ways <= 1:
+        acc = Loop(g, G, "seq", (term("o", g),), note="Σ_g exp(m_g − M)·o_g")
+        value = Select(Op("gt", (Local("Z"), Const(0.0))), Op("div", (Local("o"), Local("Z"))), Const(0.0))
+        return (Let("o", Const(0.0)), acc), value
+    gq = internal("gq")
+    accs = [f"o{u}" for u in range(ways)]
+    main = Loop(gq, sp.floor(G / ways), "seq", tuple(term(a, ways * gq + u) for u, a in enumerate(accs)),
+                note=f"Σ_g exp(m_g − M)·o_g, {ways} partials per iteration", trip=G / ways)
+    rest = Loop(g, G, "seq", (term(accs[0], g),), start=ways * sp.floor(G / ways), trip=sp.Integer(0),
+                note=f"the last G mod {ways} partials")
+    total = Local(accs[0])
+    for a in accs[1:]:
+        total = Op("add", (total, Local(a)))
+    value = Select(Op("gt", (Local("Z"), Const(0.0))), Op("div", (total, Local("Z"))), Const(0.0))
+    return tuple(Let(a, Const(0.0)) for a in accs) + (main, rest), value

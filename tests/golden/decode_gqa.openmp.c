@@ -140,11 +140,20 @@ int moac_decode_gqa(const float *restrict Q_, const float *restrict K_, const fl
             }
             for (int64_t v = 0; v < 32; ++v) {  /* vector lanes: d = db·32 + v */
                 if (32 * db + v < dv_) {
-                    float o = 0.0f;
-                    for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Σ_g exp(m_g − M)·o_g */
-                        o = o + moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (32 * db + v)] * moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + g] - M);
+                    float o0 = 0.0f;
+                    float o1 = 0.0f;
+                    float o2 = 0.0f;
+                    float o3 = 0.0f;
+                    for (int64_t gq = 0; gq < moac_floordiv(moac_ceildiv(n_, chunk), 4); ++gq) {  /* Σ_g exp(m_g − M)·o_g, 4 partials per iteration */
+                        o0 = o0 + moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + 4 * gq * dv_ + (32 * db + v)] * moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + 4 * gq] - M);
+                        o1 = o1 + moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + (4 * gq + 1) * dv_ + (32 * db + v)] * moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + (4 * gq + 1)] - M);
+                        o2 = o2 + moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + (4 * gq + 2) * dv_ + (32 * db + v)] * moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + (4 * gq + 2)] - M);
+                        o3 = o3 + moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + (4 * gq + 3) * dv_ + (32 * db + v)] * moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + (4 * gq + 3)] - M);
                     }
-                    out_[i_ * dv_ + (32 * db + v)] = Z > 0.0f ? o / Z : 0.0f;
+                    for (int64_t g = 4 * moac_floordiv(moac_ceildiv(n_, chunk), 4); g < moac_ceildiv(n_, chunk); ++g) {  /* the last G mod 4 partials */
+                        o0 = o0 + moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (32 * db + v)] * moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + g] - M);
+                    }
+                    out_[i_ * dv_ + (32 * db + v)] = Z > 0.0f ? (o0 + o1 + o2 + o3) / Z : 0.0f;
                 }
             }
         }
