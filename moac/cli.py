@@ -11,6 +11,19 @@ from .errors import MoacError
 from .targets import TARGETS
 
 
+def _count(least: int):
+    """An argparse type: an integer ≥ least."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if v < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {v}")
+        return v
+    return parse
+
+
 def _sizes(pairs: list[str] | None, parser: argparse.ArgumentParser) -> dict:
     out = {}
     for p in pairs or []:
@@ -53,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="fix a size at compile time (repeatable)")
         if target:
             p.add_argument("--target", choices=tuple(TARGETS), default="openacc", help="code generation target")
-            p.add_argument("--unroll", type=int, default=0, metavar="U",
+            p.add_argument("--unroll", type=_count(0), default=0, metavar="U",
                            help="tokens per vector pass in the split-K plan (default 0: derived, 4, or 8 packed "
                                 "words in flight per lane)")
             p.add_argument("--mapping", choices=("auto", "naive"), default="auto",
@@ -62,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
                            help="split-K: query heads that read the same K/V rows (GQA) share a gang")
             p.add_argument("--pack", choices=("auto", "none"), default="auto",
                            help="packed 8-byte loads where the register-stride lifting allows (default auto)")
-            p.add_argument("--unroll-wsum", type=int, default=1, metavar="T",
+            p.add_argument("--unroll-wsum", type=_count(1), default=1, metavar="T",
                            help="tokens per iteration of the packed weighted sum in the split-K plan (default 1)")
 
     p = sub.add_parser("dnf", help="print the Denotational Normal Form")

@@ -21,6 +21,8 @@ class Options:
              wsum_unroll: int = 1) -> "Options":
         if pack not in ("auto", "none"):
             raise ValueError(f"pack must be 'auto' or 'none', got {pack!r}")
+        if int(unroll) < 0 or int(wsum_unroll) < 1:
+            raise ValueError(f"unroll must be ≥ 0 (0: derived) and wsum_unroll ≥ 1, got {unroll} and {wsum_unroll}")
         return Options(target, tuple(sorted((sizes or {}).items())), mapping, int(unroll),
                        tuple(sorted((storage or {}).items())), bool(share_kv), pack, int(wsum_unroll))
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from ... import ops
-from ...dnf import DReduce, DStmt, fmt_index
+from ...dnf import DRead, DReduce, DStmt, fmt_index
 from ...dnf import children
 from ...dnf.passes import materialise
 from ..index import gamma, internal, lane_diff, narrow_update, size_key
@@ -75,7 +75,6 @@ def outer_reductions(e, out):
 
 def dnf_reads(e, out):
     """Every ψ-selection in a DNF expression."""
-    from ...dnf import DRead
     if isinstance(e, DRead):
         out.append(e)
     for c in children(e):
