@@ -151,12 +151,13 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     back = {v: last, db: 0} if rest else {}
     out_idx = tuple(sp.sympify(x).xreplace(sub) for x in at.out.vars)
     o_idx = tuple(frame) + (g,) + tuple(sp.sympify(x).xreplace(sub) for x in rest)
-    def part_read(index: tuple, gx):
+
+    def part_read(array: str, index: tuple, gx):
         """A partial's read at chunk gx, counted in the DNF's variables (gx stands for g)."""
-        return Read(index[0], tuple(sp.sympify(i).xreplace({g: gx}) for i in index[1]),
-                    tuple(sp.expand(sp.sympify(i).xreplace(back)) for i in index[1]))
-    fold, value = lse_fold_value(g, G, lambda gx: part_read(("@o_part", o_idx), gx),
-                                 lambda gx: part_read(("@m_part", mf), gx))
+        return Read(array, tuple(sp.sympify(i).xreplace({g: gx}) for i in index),
+                    tuple(sp.expand(sp.sympify(i).xreplace(back)) for i in index))
+    fold, value = lse_fold_value(g, G, lambda gx: part_read("@o_part", o_idx, gx),
+                                 lambda gx: part_read("@m_part", mf, gx))
     body4: tuple = fold + (Store(at.out.name, out_idx, logical(out_idx, back), value),)
     loops2 = [(x, n, f"DNF frame axis {x.name} < {fmt_index(n)}", sp.Integer(0)) for x, n in zip(frame, frame_ext)]
     if rest:
