@@ -138,6 +138,12 @@ def main(argv: list[str] | None = None) -> int:
             e.source = prog.source
         print(e.render(), file=sys.stderr)
         return 1
+    except BrokenPipeError:           # the reader went away (`moac onf … | head`): not an error
+        try:
+            sys.stdout = open(os.devnull, "w")   # so that the interpreter's final flush is quiet
+        except OSError:
+            pass
+        return 0
     except OSError as e:
         print(f"moac: error: {e.strerror or e}{': ' + e.filename if e.filename else ''}", file=sys.stderr)
         return 1

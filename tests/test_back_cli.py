@@ -105,3 +105,18 @@ def test_exit_0_and_check_output():
     for name in ("C", "y"):
         assert f"  {name}: max abs error" in r.stdout and "max rel error" in r.stdout
     assert "Traceback" not in r.stderr
+
+
+def test_a_closed_pipe_is_not_an_error():
+    """`moac onf FILE | head -1` when head has gone: writing to the closed pipe is not an
+    error; moac exits 0 quietly."""
+    import os
+    import subprocess
+    import sys
+    r, w = os.pipe()
+    os.close(r)                           # the reader has already gone
+    p = subprocess.run([sys.executable, "-m", "moac", "onf", "examples/decode.moa"], stdout=w,
+                       stderr=subprocess.PIPE, cwd=str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+    os.close(w)
+    err = p.stderr.decode()
+    assert p.returncode == 0 and err == "", err
