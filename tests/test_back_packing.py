@@ -95,3 +95,18 @@ def test_misaligned_input_is_refused():
     out = kern(**arrays)["out"]                    # and an aligned copy runs
     assert np.isfinite(out).all()
     assert dtypes.accepts("bf16", shifted)
+
+
+def test_each_reduction_checks_its_own_streams():
+    """The appended row's score (decode_step's k) is a second reduction over j: with k in
+    bf16 beside a f32 cache it cannot take the cache's packing (2 per lane), so it is
+    lowered plainly, and the results still match."""
+    text = (ROOT / "examples/decode_step.moa").read_text(encoding="utf-8").replace("input k : f32", "input k : bf16")
+    prog = moac.parse(text, "step.moa")
+    sizes = {"dk": 128, "dv": 128, "N": 20, "n": 7}
+    kern = prog.compile(target="c", sizes={"dk": 128, "dv": 128})
+    assert "moac_word(Kc_" in kern.c_source and "moac_word(k_" not in kern.c_source
+    arrays, _ = random_inputs(prog, sizes, 1)
+    ref = prog.evaluate(sizes={"N": 20, "n": 7, "dk": 128, "dv": 128}, **{k: v.copy() for k, v in arrays.items()})
+    got = kern(**{k: v.copy() for k, v in arrays.items()}, n=7)
+    np.testing.assert_allclose(got["out"], ref["out"], rtol=0, atol=1e-5)

@@ -68,7 +68,7 @@ def lower(e, names: Names, vector_var: sp.Symbol | None = None, subst: dict | No
           reads: dict | None = None, packed: tuple | None = None):
     """DNF expression -> (statements, scalar expression).  A reduction over `vector_var`
     becomes a vector loop with a lane reduction (with packed loads where `packed` =
-    (ctx, (w, R)) says so), every other reduction a seq loop.  `reads` maps reads already
+    (ctx, (w, R), opts) says so), every other reduction a seq loop.  `reads` maps reads already
     loaded (unpacked) to their locals."""
     match e:
         case DRead(array=a, index=idx):
@@ -91,7 +91,9 @@ def lower(e, names: Names, vector_var: sp.Symbol | None = None, subst: dict | No
             vec = vector_var is not None and v == vector_var
             if vec and packed is not None:
                 from .packing import packed_reduction
-                return packed_reduction(packed[0], e, names, packed[1], lower, subst or {})
+                done = packed_reduction(packed[0], e, names, packed[1], packed[2], lower, subst or {})
+                if done is not None:
+                    return done
             acc = names.fresh("acc")
             pre, x = lower(b, names, vector_var, subst, reads, packed)
             loop = Loop(v, ext, "vector" if vec else "seq", tuple(pre) + (Set(acc, Op(op, (Local(acc), x))),),

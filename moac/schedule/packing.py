@@ -86,10 +86,13 @@ def unpacks(ctx, body, var, base, w: int, names, tag: str, subst: dict | None = 
     return tuple(stmts), locals_
 
 
-def packed_reduction(ctx, red: DReduce, names, pack: tuple, lower, subst: dict):
+def packed_reduction(ctx, red: DReduce, names, pack: tuple, opts, lower, subst: dict):
     """Σ_j body → one vector loop over the lanes v, j = w·(32·r + v) + k: every lane
-    unpacks its w consecutive elements of each stream and adds its R·w terms."""
+    unpacks its w consecutive elements of each stream and adds its R·w terms.  None when
+    this reduction's streams do not allow the packing `pack` (then it is lowered plainly)."""
     w, R = pack
+    if plan_packing(ctx, red.body, red.var, red.extent, opts) != pack:
+        return None                     # this reduction's own streams do not allow the plan's packing
     v = internal("v")
     acc = names.fresh("acc")
     body: list = []

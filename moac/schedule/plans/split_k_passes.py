@@ -50,7 +50,7 @@ def scores(ctx, names, E, ev, l, pidx: tuple, C, U: int, members: list, opts) ->
         if isinstance(pk, str):
             ctx.notes.append(f"score loads not packed: {pk}")
         else:
-            packed = (ctx, pk)
+            packed = (ctx, pk, opts)
             note_lift(ctx, ev, red.extent, *pk, "score reduction, vector × packed")
     if U == 0:          # derived: enough tokens per pass for IN_FLIGHT words per lane
         U = UNROLL
