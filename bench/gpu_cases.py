@@ -2,7 +2,7 @@
 """Build the GPU bundles of the decode benchmark (on a machine with moac and
 gcc-12-offload-nvptx) and the case list the GPU runner reads.
 
-    python3 bench/gpu_cases.py OUTDIR [--sweep]   # then, on the GPU machine:
+    python3 bench/gpu_cases.py OUTDIR [--sweep] [-- FLAGS]   # then, on the GPU machine:
     python3 bench/gpu_run.py --cases OUTDIR/cases.json --json results.json
 
 Every case of the issue's table (d = 128), each built with packed loads (the default)
@@ -59,8 +59,12 @@ def source(example: str, kv: str, out: Path) -> Path:
 
 
 def main() -> int:
-    args = [a for a in sys.argv[1:] if a != "--sweep"]
-    sweep = "--sweep" in sys.argv[1:]
+    argv = sys.argv[1:]
+    extra = []
+    if "--" in argv:                          # flags after -- go to every bundle (e.g. --index-bits 32)
+        argv, extra = argv[:argv.index("--")], argv[argv.index("--") + 1:]
+    args = [a for a in argv if a != "--sweep"]
+    sweep = "--sweep" in argv
     out = Path(args[0] if args else "gpu").resolve()
     out.mkdir(parents=True, exist_ok=True)
     cases = []
@@ -70,10 +74,10 @@ def main() -> int:
         for suffix, flags in variants:
             bundle = out / f"{name}{suffix}.c"
             argv = [sys.executable, "-m", "moac", "compile", str(src), "--target", "openacc", "--offload", "nvptx",
-                    "-o", str(bundle)] + [f"-D{k}={v}" for k, v in fixed.items()] + flags
+                    "-o", str(bundle)] + [f"-D{k}={v}" for k, v in fixed.items()] + flags + extra
             subprocess.run(argv, check=True, cwd=ROOT)
             cases.append({"name": f"{name}{suffix}", "manifest": bundle.with_suffix(".json").name, "sizes": run,
-                          "flags": flags})
+                          "flags": flags + extra})
     (out / "cases.json").write_text(json.dumps(cases, indent=2) + "\n", encoding="utf-8")
     print(f"{len(cases)} bundles in {out}")
     return 0

@@ -75,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
                            help="split-K: query heads that read the same K/V rows (GQA) share a gang")
             p.add_argument("--pack", choices=("auto", "none"), default="auto",
                            help="packed 8-byte loads where the register-stride lifting allows (default auto)")
+            p.add_argument("--index-bits", type=int, choices=(64, 32), default=64,
+                           help="width of index arithmetic; 32 checks at run time that every buffer fits")
             p.add_argument("--unroll-wsum", type=_count(1), default=1, metavar="T",
                            help="tokens per iteration of the packed weighted sum in the split-K plan (default 1)")
 
@@ -120,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.cmd == "onf":
             print(prog.onf(target=args.target, sizes=sizes, mapping=args.mapping, unroll=args.unroll,
-                           share_kv=args.share_kv, pack=args.pack, wsum_unroll=args.unroll_wsum))
+                           share_kv=args.share_kv, pack=args.pack, wsum_unroll=args.unroll_wsum,
+                           index_bits=args.index_bits))
             return 0
         if args.cmd == "compile":
             from .commands import compile_command

@@ -67,7 +67,8 @@ def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: float) -> tuple[fl
 
 def check_command(prog, args, sizes: dict) -> int:
     kern = prog.compile(target=args.target, sizes=sizes, unroll=args.unroll, mapping=args.mapping,
-                        share_kv=args.share_kv, pack=args.pack, wsum_unroll=args.unroll_wsum)
+                        share_kv=args.share_kv, pack=args.pack, wsum_unroll=args.unroll_wsum,
+                        index_bits=args.index_bits)
     ctype = kern.signature.ctype
     arrays, all_sizes = random_inputs(prog, sizes, args.seed)
     try:
@@ -102,7 +103,7 @@ def compile_command(prog, args, sizes: dict) -> int:
     from .options import Options
     from .targets import flags as target_flags
     art = prog.lower(Options.make(args.target, sizes, args.mapping, args.unroll, share_kv=args.share_kv,
-                                  pack=args.pack, wsum_unroll=args.unroll_wsum))
+                                  pack=args.pack, wsum_unroll=args.unroll_wsum, index_bits=args.index_bits))
     src = art.c_source
     if args.offload != "none":
         if not args.out:

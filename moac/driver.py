@@ -36,7 +36,7 @@ def lower(dnf, opts: Options) -> Artifacts:
     if os.environ.get("MOAC_VERIFY") == "1":
         from .verify import verify_schedule
         verify_schedule(sched)
-    unit = to_cunit(sched, counts, target)       # stage 5a: Schedule -> C IR
+    unit = to_cunit(sched, counts, target, opts.index_bits)   # stage 5a: Schedule -> C IR
     sig = signature(sched)
     src = to_c(unit, sig, target)                # stage 5b: C IR -> C text
     if os.environ.get("MOAC_VERIFY") == "1":

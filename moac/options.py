@@ -14,17 +14,21 @@ class Options:
     share_kv: bool = False       # GQA: query heads of one KV head share a gang
     pack: str = "auto"           # auto: packed loads where the register-stride lifting allows; none
     wsum_unroll: int = 1         # tokens per iteration of the (packed) weighted sum
+    index_bits: int = 64         # 32: index arithmetic in int32_t (the entry checks that every buffer fits)
 
     @staticmethod
     def make(target: str = "openacc", sizes: dict | None = None, mapping: str = "auto", unroll: int = 0,
              storage: dict | None = None, share_kv: bool = False, pack: str = "auto",
-             wsum_unroll: int = 1) -> "Options":
+             wsum_unroll: int = 1, index_bits: int = 64) -> "Options":
         if pack not in ("auto", "none"):
             raise ValueError(f"pack must be 'auto' or 'none', got {pack!r}")
+        if int(index_bits) not in (32, 64):
+            raise ValueError(f"index_bits must be 32 or 64, got {index_bits}")
         if int(unroll) < 0 or int(wsum_unroll) < 1:
             raise ValueError(f"unroll must be ≥ 0 (0: derived) and wsum_unroll ≥ 1, got {unroll} and {wsum_unroll}")
         return Options(target, tuple(sorted((sizes or {}).items())), mapping, int(unroll),
-                       tuple(sorted((storage or {}).items())), bool(share_kv), pack, int(wsum_unroll))
+                       tuple(sorted((storage or {}).items())), bool(share_kv), pack, int(wsum_unroll),
+                       int(index_bits))
 
     @property
     def size_dict(self) -> dict:

@@ -41,18 +41,23 @@ class Program:
         return self.artifacts[opts]
 
     def onf(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto", unroll: int = 0,
-            storage: dict | None = None, share_kv: bool = False, pack: str = "auto", wsum_unroll: int = 1):
-        return self.lower(Options.make(target, sizes, mapping, unroll, storage, share_kv, pack, wsum_unroll)).onf
+            storage: dict | None = None, share_kv: bool = False, pack: str = "auto", wsum_unroll: int = 1,
+            index_bits: int = 64):
+        return self.lower(Options.make(target, sizes, mapping, unroll, storage, share_kv, pack, wsum_unroll,
+                                       index_bits)).onf
 
     def c_source(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto",
-                 unroll: int = 0, share_kv: bool = False, pack: str = "auto", wsum_unroll: int = 1) -> str:
+                 unroll: int = 0, share_kv: bool = False, pack: str = "auto", wsum_unroll: int = 1,
+                 index_bits: int = 64) -> str:
         return self.lower(Options.make(target, sizes, mapping, unroll, share_kv=share_kv, pack=pack,
-                                       wsum_unroll=wsum_unroll)).c_source
+                                       wsum_unroll=wsum_unroll, index_bits=index_bits)).c_source
 
     def compile(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto",
-                unroll: int = 0, share_kv: bool = False, pack: str = "auto", wsum_unroll: int = 1, **build_opts):
+                unroll: int = 0, share_kv: bool = False, pack: str = "auto", wsum_unroll: int = 1,
+                index_bits: int = 64, **build_opts):
         from .jit import build
-        opts = Options.make(target, sizes, mapping, unroll, share_kv=share_kv, pack=pack, wsum_unroll=wsum_unroll)
+        opts = Options.make(target, sizes, mapping, unroll, share_kv=share_kv, pack=pack, wsum_unroll=wsum_unroll,
+                            index_bits=index_bits)
         key = (opts, tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in build_opts.items())))
         if key not in self.kernels:
             self.kernels[key] = build.build(self.lower(opts), **build_opts)              # stage 6: C -> kernel

@@ -94,6 +94,7 @@ class For:
     pragma: str | None = None
     comment: str | None = None
     start: object = Int(0)
+    itype: str = "int64_t"     # the loop variable's type
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,10 +187,10 @@ def stmts(body, ctype: str = "float", indent: int = 1) -> list[str]:
                 out.append(f"{pad}{n} = {expr(v, ctype)};")
             case Store(array=a, index=i, value=v):
                 out.append(f"{pad}{a}[{expr(i, ctype)}] = {expr(v, ctype)};")
-            case For(var=v, extent=ext, body=b, pragma=pr, comment=cm, start=st):
+            case For(var=v, extent=ext, body=b, pragma=pr, comment=cm, start=st, itype=it):
                 if pr:
                     out.append(f"{pad}{pr}")
-                head = f"{pad}for (int64_t {v} = {expr(st, ctype)}; {v} < {expr(ext, ctype)}; ++{v}) {{"
+                head = f"{pad}for ({it} {v} = {expr(st, ctype)}; {v} < {expr(ext, ctype)}; ++{v}) {{"
                 out.append(head + (f"  /* {cm} */" if cm else ""))
                 out += stmts(b, ctype, indent + 1)
                 out.append(f"{pad}}}")

@@ -135,6 +135,15 @@ def _template() -> jinja2.Template:
     return env.from_string(_template_text())
 
 
+def _helpers32() -> tuple:
+    """32-bit versions of the integer helpers, for kernels built with 32-bit indices."""
+    out = []
+    for h in HELPERS[:5]:
+        h = re.sub(r"(?<![u\w])int64_t", "int32_t", h)
+        out.append(re.sub(r"\b(moac_(?:floordiv|ceildiv|mod|imin|imax))\(", r"\g<1>32(", h))
+    return tuple(out)
+
+
 def _body(unit: CUnit, indent: int) -> str:
     lines: list[str] = []
     for k in unit.kernels:
@@ -153,7 +162,8 @@ def to_c(unit: CUnit, sig: Signature, target) -> str:
     prologue = "\n".join(cir.stmts(unit.prologue, unit.ctype, indent=1))
     return _template().render(
         version=__version__, filename=unit.filename, target=unit.target, plan=unit.plan,
-        summary=unit.summary, device_entry=target.device_entry, helpers=HELPERS + tuple(OPTIONAL_HELPERS[h] for h in unit.helpers), helper_prefix=target.helper_prefix,
+        summary=unit.summary, device_entry=target.device_entry, helpers=HELPERS + (_helpers32() if unit.index_bits == 32 else ())
+        + tuple(OPTIONAL_HELPERS[h] for h in unit.helpers), helper_prefix=target.helper_prefix,
         model_macro=target.model_macro, header=target.header, device_malloc=target.device_malloc,
         device_free=target.device_free,
         fname=sig.fname, params=sig.c_params(), ctype=unit.ctype,
@@ -164,4 +174,8 @@ def to_c(unit: CUnit, sig: Signature, target) -> str:
         copy_to_device=target.copy_to_device, copy_from_device=target.copy_from_device,
         prologue=prologue, prologue_vars=[d.name for d in unit.prologue if isinstance(d, cir.Decl)],
         body=_body(unit, 1), aligned=unit.aligned,
+        narrow=([p.cname for p in sig.params if p.kind == "size"] + [d.name for d in unit.prologue
+                                                                      if isinstance(d, cir.Decl)])
+        if unit.index_bits == 32 else [],
+        counts=list(unit.sizes.values()),
     )

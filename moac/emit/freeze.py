@@ -163,11 +163,13 @@ class CUnit:
     sizes: dict          # array name -> element count as a C expression (data regions)
     helpers: tuple = ()  # names of the optional helpers the kernels call (codegen.OPTIONAL_HELPERS)
     aligned: tuple = ()  # C names of the arrays read in packed words (their addresses must be 8-byte aligned)
+    index_bits: int = 64 # 32: the kernels index with int32_t; the entry checks every buffer fits
 
 
 class _Freezer:
-    def __init__(self, s: Schedule, target):
+    def __init__(self, s: Schedule, target, index_bits: int = 64):
         self.t = target
+        self.itype = f"int{index_bits}_t"     # loop and index variables
         self.bufs = {b.name: b for b in s.buffers}
         self.ctype = "double" if s.dtype == "f64" else "float"
         self.suffix = "f" if self.ctype == "float" else ""
@@ -236,7 +238,7 @@ class _Freezer:
             case Let(name=n, value=v):
                 return cir.Decl(self.ctype, n, None if v is None else self.expr(v))
             case LetIndex(var=v, value=x):
-                return cir.Decl("int64_t", var_name(v), freeze(x))
+                return cir.Decl(self.itype, var_name(v), freeze(x))
             case Set(name=n, value=v):
                 return cir.Assign(n, self.expr(v))
             case Unpack():
@@ -267,7 +269,23 @@ class _Freezer:
             pragma = self.t.vector_pragma(lp.reduce) if lp.level == "vector" else \
                 self.t.seq if lp.level == "seq" else None
             body = self.stmts(lp.body, arrays)
-        return cir.For(var_name(lp.var), freeze(lp.extent), body, pragma, lp.note or None, freeze(lp.start))
+        return cir.For(var_name(lp.var), freeze(lp.extent), body, pragma, lp.note or None, freeze(lp.start),
+                       self.itype)
+
+
+INT_HELPERS = ("moac_floordiv", "moac_ceildiv", "moac_mod", "moac_imin", "moac_imax")
+
+
+def _narrow_calls(x):
+    """The kernels' integer helpers in their 32-bit versions (moac_imin -> moac_imin32)."""
+    import dataclasses
+    if isinstance(x, cir.Call) and x.fn in INT_HELPERS:
+        return cir.Call(x.fn + "32", tuple(_narrow_calls(a) for a in x.args))
+    if isinstance(x, tuple):
+        return tuple(_narrow_calls(y) for y in x)
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return type(x)(**{f.name: _narrow_calls(getattr(x, f.name)) for f in dataclasses.fields(x)})
+    return x
 
 
 def _arrays(body, out: set) -> set:
@@ -289,13 +307,14 @@ def _arrays(body, out: set) -> set:
     return out
 
 
-def to_cunit(s: Schedule, counts, target) -> CUnit:
+def to_cunit(s: Schedule, counts, target, index_bits: int = 64) -> CUnit:
     """Freeze a Schedule (and its counts, for the header) into a C unit."""
-    f = _Freezer(s, target)
+    f = _Freezer(s, target, index_bits)
     kernels = []
     for k in s.kernels:
         arrays = tuple(mangle(a) for a in sorted(_arrays(k.body, set())))
-        kernels.append(CKernel(k.name, k.comment, f.stmts(k.body, arrays), arrays))
+        code = f.stmts(k.body, arrays)
+        kernels.append(CKernel(k.name, k.comment, _narrow_calls(code) if index_bits == 32 else code, arrays))
     if target.lower is not None:
         kernels = target.lower(kernels)
     scratch = tuple(Scratch(mangle(b.name), cir.expr(freeze(b.size))) for b in s.buffers if b.role == "scratch")
@@ -306,4 +325,5 @@ def to_cunit(s: Schedule, counts, target) -> CUnit:
         summary.append("fixed sizes: " + ", ".join(f"{k} = {v}" for k, v in s.fixed.items()))
     sizes = {b.name: cir.expr(freeze(b.size)) for b in s.buffers}
     return CUnit(target.name, s.description, s.dnf.program.source.filename, f.ctype, tuple(kernels), scratch,
-                 prologue, tuple(summary), sizes, tuple(sorted(f.helpers)), tuple(sorted(f.aligned)))
+                 prologue, tuple(summary), sizes, tuple(sorted(f.helpers)), tuple(sorted(f.aligned)),
+                 index_bits)

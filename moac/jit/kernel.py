@@ -110,6 +110,9 @@ class Kernel:
                 raise ArgumentError(f"input '{name}' must start at an 8-byte aligned address: the kernel reads it in "
                                     "packed 8-byte words (pass a copy of an offset view)")
         rc = self._fn(*args)
+        if rc == 3:
+            raise ArgumentError("these sizes give a buffer of 2^31 elements or more, which a kernel built with "
+                                "32-bit indices cannot address; build it with index_bits=64 (--index-bits 64)")
         if rc == 2:
             raise ArgumentError(f"{', '.join(self.aligned)}: the kernel reads these inputs in packed 8-byte words, "
                                 "so their data must start at an 8-byte aligned address (pass a copy of an offset view)")
