@@ -249,3 +249,19 @@ def test_no_module_over_500_lines():
     long = {str(p.relative_to(ROOT)): n for p in PKG.rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500}
     assert not long, long
+
+
+def test_gang_traffic_shows_the_gqa_rereads_and_sharing_removes_them():
+    """With no cache between gangs, one gang per query head loads each K/V row g = 4 times;
+    with the heads of a KV group in one gang (--share-kv), once."""
+    prog = moac.load(ROOT / "examples/decode_gqa.moa")
+    sizes = {"dk": 128, "dv": 128, "hq": 32, "hkv": 8}
+    n = sp.Symbol("n", integer=True, nonnegative=True)
+    kv_per_token = 8 * 128 * 4 * 2                          # hkv rows of K and V, f32
+    for share, times in ((False, 4), (True, 1)):
+        onf = prog.onf(sizes=sizes, share_kv=share)
+        per_token = sp.limit(onf.counts.gang_traffic / n, n, sp.oo)
+        per_token = per_token.subs({s: 1024 for s in per_token.free_symbols})   # any chunk
+        assert times * kv_per_token <= per_token < (times + 1) * kv_per_token, (share, per_token)
+        assert sp.expand(onf.minimum.coeff(n)) == kv_per_token
+    assert "no gang cache" in str(prog.onf(sizes=sizes))

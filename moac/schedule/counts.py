@@ -59,6 +59,7 @@ class KernelCounts:
     flops: sp.Expr
     traffic: sp.Expr     # DRAM bytes, all buffers
     scratch: sp.Expr     # of which to and from scratch buffers
+    gang_traffic: sp.Expr = sp.Integer(0)   # DRAM bytes if gangs share no cache (each loads what it touches)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,7 @@ class Counts:
     traffic: sp.Expr
     minimum: sp.Expr
     flops: sp.Expr
+    gang_traffic: sp.Expr = sp.Integer(0)
 
     @property
     def scratch_traffic(self) -> sp.Expr:
@@ -145,6 +147,7 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
 
     walk(kernel.body, sp.Integer(1), None, dict(kernel.domain), 0)
     arrays = tuple(sorted({a.array for a in accesses}))
+    gang_traffic = _gang_traffic(s, kernel, accesses, bufs)
     traffic, scratch = sp.Integer(0), sp.Integer(0)
     for arr in arrays:
         buf = bufs[arr]
@@ -159,7 +162,42 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
                 if buf.role == "scratch":
                     scratch += moved
     return KernelCounts(kernel.name, kernel.comment, tuple(loops), tuple(accesses), arrays, sp.expand(flops[0]),
-                        sp.expand(traffic), sp.expand(scratch))
+                        sp.expand(traffic), sp.expand(scratch), gang_traffic)
+
+
+def _gang_traffic(s: Schedule, kernel, accesses: list, bufs: dict) -> sp.Expr:
+    """DRAM bytes when gangs share no cache: what one gang touches (its gang variables
+    fixed, an axis lifted over a gang loop narrowed to the lifting's inner extent) times
+    the gang iterations (the chain of gang loops, by what they count)."""
+    gangs, body, iters = set(), kernel.body, sp.Integer(1)
+    while len(body) == 1 and isinstance(body[0], Loop) and body[0].level == "gang":
+        gangs.add(body[0].var.name)
+        iters *= body[0].count
+        body = body[0].body
+    if not gangs:
+        return sp.Integer(0) if not accesses else _kernel_bytes(accesses, bufs, lambda a: dict(a.extents))
+    inner = {lf.var: lf.factor for lf in s.lifts if lf.outer in gangs}
+
+    def per_gang(a) -> dict:
+        ext = {}
+        for v, n in a.extents:
+            ext[v] = sp.Integer(1) if v.name in gangs else sp.sympify(inner.get(v.name, n))
+        return ext
+    return sp.expand(iters * _kernel_bytes(accesses, bufs, per_gang))
+
+
+def _kernel_bytes(accesses: list, bufs: dict, extents) -> sp.Expr:
+    total = sp.Integer(0)
+    for arr in sorted({a.array for a in accesses}):
+        buf = bufs[arr]
+        if buf.placement != "DRAM":
+            continue
+        for write in (False, True):
+            accs = [a for a in accesses if a.array == arr and a.write == write]
+            if accs:
+                fps = [footprint(a.logical, buf.shape, extents(a)) for a in accs]
+                total += min(max(fps, key=size_key), buf.size, key=size_key) * DTYPE_BYTES[buf.dtype]
+    return total
 
 
 def minimum(s: Schedule) -> sp.Expr:
@@ -187,4 +225,5 @@ def count(s: Schedule) -> Counts:
     ks = tuple(count_kernel(s, k) for k in s.kernels)
     traffic = sp.expand(sum((k.traffic for k in ks), sp.Integer(0)))
     flops = sp.expand(sum((k.flops for k in ks), sp.Integer(0)))
-    return Counts(ks, traffic, minimum(s), flops)
+    gangs = sp.expand(sum((k.gang_traffic for k in ks), sp.Integer(0)))
+    return Counts(ks, traffic, minimum(s), flops, gangs)

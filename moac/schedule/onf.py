@@ -100,6 +100,8 @@ def format_onf(o: ONF) -> str:
     L.append("traffic model: each kernel moves every distinct element it touches once (a perfect cache within "
              "a kernel, none between kernels)")
     L.append(f"DRAM traffic   {fmt_index(sp.factor(c.traffic))} bytes")
+    L.append(f"no gang cache  {fmt_index(sp.factor(c.gang_traffic))} bytes (what each gang loads, summed over the "
+             "gangs: rows that several gangs read count each time)")
     L.append(f"minimum        {fmt_index(sp.factor(c.minimum))} bytes (each input element the outputs depend on "
              "read once, each output element written once)")
     if c.minimal:
