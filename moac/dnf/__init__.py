@@ -3,8 +3,8 @@ from .evaluate import evaluate_dnf
 from .ir import DNF, DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt, fmt_index, format_dnf, format_stmt, format_trace
 from .rules import to_dnf
 from .verify import verify_dnf
-from .walk import canonical_key, children, free_index_vars, map_children, substitute
+from .walk import canonical_key, children, free_index_vars, map_children, reads, substitute
 
 __all__ = ["DNF", "DConst", "DIndex", "DOp", "DRead", "DReduce", "DSelect", "DStmt", "canonical_key", "children",
            "evaluate_dnf", "fmt_index", "format_dnf", "format_stmt", "format_trace", "free_index_vars",
-           "map_children", "substitute", "to_dnf", "verify_dnf"]
+           "map_children", "reads", "substitute", "to_dnf", "verify_dnf"]

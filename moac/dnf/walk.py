@@ -25,6 +25,16 @@ def children(e) -> tuple:
     raise TypeError(e)
 
 
+def reads(e, out: list | None = None) -> list:
+    """Every ψ-selection (DRead) in a DNF expression, in order."""
+    out = [] if out is None else out
+    if isinstance(e, DRead):
+        out.append(e)
+    for c in children(e):
+        reads(c, out)
+    return out
+
+
 def map_children(e, f):
     """`e` rebuilt with f applied to each sub-expression, in order (a leaf is returned as it is)."""
     match e:

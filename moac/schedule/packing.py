@@ -15,7 +15,7 @@ from __future__ import annotations
 import sympy as sp
 
 from .. import ops
-from ..dnf import DRead, DReduce, substitute
+from ..dnf import DReduce, reads, substitute
 from ..dtypes import BYTES
 from .index import gamma, internal, lane_diff, logical
 from .ir import Const, Let, Local, Loop, Op, Set, Unpack
@@ -24,19 +24,10 @@ WORD = 8        # bytes per packed load
 LANES = 32
 
 
-def _reads(e, out: list) -> list:
-    from ..dnf import children
-    if isinstance(e, DRead):
-        out.append(e)
-    for c in children(e):
-        _reads(c, out)
-    return out
-
-
 def streams(ctx, body, var) -> list:
     """The distinct reads of `body` whose index mentions `var`."""
     seen, out = set(), []
-    for r in _reads(body, []):
+    for r in reads(body):
         key = (r.array, tuple(r.index))
         if key not in seen and any(var in sp.sympify(i).free_symbols for i in r.index):
             seen.add(key)

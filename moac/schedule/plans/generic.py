@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from ... import ops
-from ...dnf import DRead, DReduce, DStmt, fmt_index
+from ...dnf import DReduce, DStmt, fmt_index, reads
 from ...dnf import children
 from ...dnf.passes import materialise
 from ..index import gamma, internal, lane_diff, narrow_update, size_key
@@ -73,19 +73,10 @@ def outer_reductions(e, out):
     return out
 
 
-def dnf_reads(e, out):
-    """Every ψ-selection in a DNF expression."""
-    if isinstance(e, DRead):
-        out.append(e)
-    for c in children(e):
-        dnf_reads(c, out)
-    return out
-
-
 def _lane_score(ctx, st: DStmt, e, var) -> float:
     """How much data the lanes read contiguously if they run over `var`."""
     score = 0.0
-    for r in dnf_reads(e, []):
+    for r in reads(e):
         off = gamma(r.index, ctx.buffers[r.array].shape)
         w = size_key(ctx.buffers[r.array].size)
         d = lane_diff(off, var)

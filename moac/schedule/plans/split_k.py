@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from ...dnf import fmt_index
+from ...dnf import fmt_index, reads
 from ..index import internal
 from ..ir import Choice, Guard, Kernel, LetIndex, Lift, Local, Loop, Read, Serial, Store
 from ..choices import CHUNK
@@ -53,7 +53,7 @@ def kv_group(W, frame: list, frame_ext: tuple):
     The c heads of a group then share one gang, so every K and V element is loaded once
     and used c times."""
     uses: dict = {}
-    for r in generic.dnf_reads(W, []):
+    for r in reads(W):
         for ix in r.index:
             ix = sp.sympify(ix)
             for v in frame:
