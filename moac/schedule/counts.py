@@ -148,19 +148,7 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
     walk(kernel.body, sp.Integer(1), None, dict(kernel.domain), 0)
     arrays = tuple(sorted({a.array for a in accesses}))
     gang_traffic = _gang_traffic(s, kernel, accesses, bufs)
-    traffic, scratch = sp.Integer(0), sp.Integer(0)
-    for arr in arrays:
-        buf = bufs[arr]
-        if buf.placement != "DRAM":
-            continue
-        for write in (False, True):
-            accs = [a for a in accesses if a.array == arr and a.write == write]
-            if accs:
-                fps = [footprint(a.logical, buf.shape, dict(a.extents)) for a in accs]
-                moved = min(max(fps, key=size_key), buf.size, key=size_key) * DTYPE_BYTES[buf.dtype]
-                traffic += moved
-                if buf.role == "scratch":
-                    scratch += moved
+    traffic, scratch = _kernel_bytes(accesses, bufs, lambda a: dict(a.extents))
     return KernelCounts(kernel.name, kernel.comment, tuple(loops), tuple(accesses), arrays, sp.expand(flops[0]),
                         sp.expand(traffic), sp.expand(scratch), gang_traffic)
 
@@ -175,7 +163,7 @@ def _gang_traffic(s: Schedule, kernel, accesses: list, bufs: dict) -> sp.Expr:
         iters *= body[0].count
         body = body[0].body
     if not gangs:
-        return sp.Integer(0) if not accesses else _kernel_bytes(accesses, bufs, lambda a: dict(a.extents))
+        return _kernel_bytes(accesses, bufs, lambda a: dict(a.extents))[0]
     inner = {lf.var: lf.factor for lf in s.lifts if lf.outer in gangs}
 
     def per_gang(a) -> dict:
@@ -183,11 +171,13 @@ def _gang_traffic(s: Schedule, kernel, accesses: list, bufs: dict) -> sp.Expr:
         for v, n in a.extents:
             ext[v] = sp.Integer(1) if v.name in gangs else sp.sympify(inner.get(v.name, n))
         return ext
-    return sp.expand(iters * _kernel_bytes(accesses, bufs, per_gang))
+    return sp.expand(iters * _kernel_bytes(accesses, bufs, per_gang)[0])
 
 
-def _kernel_bytes(accesses: list, bufs: dict, extents) -> sp.Expr:
-    total = sp.Integer(0)
+def _kernel_bytes(accesses: list, bufs: dict, extents) -> tuple:
+    """(DRAM bytes, of which scratch): per buffer and direction the largest footprint of
+    its accesses over `extents(access)`, at most the buffer."""
+    total, scratch = sp.Integer(0), sp.Integer(0)
     for arr in sorted({a.array for a in accesses}):
         buf = bufs[arr]
         if buf.placement != "DRAM":
@@ -196,8 +186,11 @@ def _kernel_bytes(accesses: list, bufs: dict, extents) -> sp.Expr:
             accs = [a for a in accesses if a.array == arr and a.write == write]
             if accs:
                 fps = [footprint(a.logical, buf.shape, extents(a)) for a in accs]
-                total += min(max(fps, key=size_key), buf.size, key=size_key) * DTYPE_BYTES[buf.dtype]
-    return total
+                moved = min(max(fps, key=size_key), buf.size, key=size_key) * DTYPE_BYTES[buf.dtype]
+                total += moved
+                if buf.role == "scratch":
+                    scratch += moved
+    return sp.expand(total), sp.expand(scratch)
 
 
 def minimum(s: Schedule) -> sp.Expr:
