@@ -121,9 +121,8 @@ def main(argv: list[str] | None = None) -> int:
             print(_specialise_text(d, sizes))
             return 0
         if args.cmd == "onf":
-            print(prog.onf(target=args.target, sizes=sizes, mapping=args.mapping, unroll=args.unroll,
-                           share_kv=args.share_kv, pack=args.pack, wsum_unroll=args.unroll_wsum,
-                           index_bits=args.index_bits))
+            from .commands import options
+            print(prog.onf(**options(args, sizes)))
             return 0
         if args.cmd == "compile":
             from .commands import compile_command

@@ -65,10 +65,14 @@ def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: float) -> tuple[fl
     return max_abs, max_abs / scale, max_abs <= tol * scale, tuple(int(i) for i in worst)
 
 
+def options(args, sizes: dict) -> dict:
+    """The compile options the CLI's flags set (the keywords of moac.options.Options.make)."""
+    return dict(target=args.target, sizes=sizes, mapping=args.mapping, unroll=args.unroll, share_kv=args.share_kv,
+                pack=args.pack, wsum_unroll=args.unroll_wsum, index_bits=args.index_bits)
+
+
 def check_command(prog, args, sizes: dict) -> int:
-    kern = prog.compile(target=args.target, sizes=sizes, unroll=args.unroll, mapping=args.mapping,
-                        share_kv=args.share_kv, pack=args.pack, wsum_unroll=args.unroll_wsum,
-                        index_bits=args.index_bits)
+    kern = prog.compile(**options(args, sizes))
     ctype = kern.signature.ctype
     arrays, all_sizes = random_inputs(prog, sizes, args.seed)
     try:
@@ -102,8 +106,7 @@ def compile_command(prog, args, sizes: dict) -> int:
     from .jit.build import write_atomic
     from .options import Options
     from .targets import flags as target_flags
-    art = prog.lower(Options.make(args.target, sizes, args.mapping, args.unroll, share_kv=args.share_kv,
-                                  pack=args.pack, wsum_unroll=args.unroll_wsum, index_bits=args.index_bits))
+    art = prog.lower(Options.make(**options(args, sizes)))
     src = art.c_source
     if args.offload != "none":
         if not args.out:

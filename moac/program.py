@@ -40,27 +40,22 @@ class Program:
             self.artifacts[opts] = driver.lower(self._dnf, opts)
         return self.artifacts[opts]
 
-    def onf(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto", unroll: int = 0,
-            storage: dict | None = None, share_kv: bool = False, pack: str = "auto", wsum_unroll: int = 1,
-            index_bits: int = 64):
-        return self.lower(Options.make(target, sizes, mapping, unroll, storage, share_kv, pack, wsum_unroll,
-                                       index_bits)).onf
+    def onf(self, **options):
+        """The ONF for these options (target, sizes, mapping, unroll, storage, share_kv, pack,
+        wsum_unroll, index_bits: moac.options.Options.make)."""
+        return self.lower(Options.make(**options)).onf
 
-    def c_source(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto",
-                 unroll: int = 0, share_kv: bool = False, pack: str = "auto", wsum_unroll: int = 1,
-                 index_bits: int = 64) -> str:
-        return self.lower(Options.make(target, sizes, mapping, unroll, share_kv=share_kv, pack=pack,
-                                       wsum_unroll=wsum_unroll, index_bits=index_bits)).c_source
+    def c_source(self, **options) -> str:
+        return self.lower(Options.make(**options)).c_source
 
-    def compile(self, target: str = "openacc", sizes: dict | None = None, mapping: str = "auto",
-                unroll: int = 0, share_kv: bool = False, pack: str = "auto", wsum_unroll: int = 1,
-                index_bits: int = 64, **build_opts):
+    def compile(self, cc: str = "gcc", werror: bool = False, extra_flags: tuple = (), **options):
+        """Build and load the kernel for these options (cached like every stage)."""
         from .jit import build
-        opts = Options.make(target, sizes, mapping, unroll, share_kv=share_kv, pack=pack, wsum_unroll=wsum_unroll,
-                            index_bits=index_bits)
-        key = (opts, tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in build_opts.items())))
+        opts = Options.make(**options)
+        key = (opts, cc, werror, tuple(extra_flags))
         if key not in self.kernels:
-            self.kernels[key] = build.build(self.lower(opts), **build_opts)              # stage 6: C -> kernel
+            self.kernels[key] = build.build(self.lower(opts), cc=cc, werror=werror,
+                                            extra_flags=tuple(extra_flags))               # stage 6: C -> kernel
         return self.kernels[key]
 
     def evaluate(self, sizes: dict | None = None, **arrays) -> dict:
