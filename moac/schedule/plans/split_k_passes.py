@@ -19,20 +19,27 @@ UNROLL = 4        # tokens per score pass without packed loads (measured: docs/b
 IN_FLIGHT = 8     # packed words in flight per lane the score pass aims for (bf16 d = 128: 8 tokens)
 
 
+def _stages(sub: dict) -> tuple:
+    """A group-member substitution in its two stages: floors and mods first, then symbols."""
+    return ({k: x for k, x in sub.items() if not isinstance(k, sp.Symbol)},
+            {k: x for k, x in sub.items() if isinstance(k, sp.Symbol)})
+
+
 def msub(e, sub: dict):
-    """Apply a group-member substitution to a DNF expression (floors and mods first)."""
+    """Apply a group-member substitution to a DNF expression."""
     if not sub:
         return e
-    first = {k: x for k, x in sub.items() if not isinstance(k, sp.Symbol)}
-    rest = {k: x for k, x in sub.items() if isinstance(k, sp.Symbol)}
+    first, rest = _stages(sub)
     return substitute(substitute(e, first), rest) if first else substitute(e, rest)
 
 
 def midx(ix, sub: dict):
+    """Apply a group-member substitution to an index."""
     ix = sp.sympify(ix)
-    first = {k: x for k, x in sub.items() if not isinstance(k, sp.Symbol)}
-    rest = {k: x for k, x in sub.items() if isinstance(k, sp.Symbol)}
-    return sp.expand(ix.xreplace(first).xreplace(rest)) if sub else ix
+    if not sub:
+        return ix
+    first, rest = _stages(sub)
+    return sp.expand(ix.xreplace(first).xreplace(rest))
 
 
 def scores(ctx, names, E, ev, l, pidx: tuple, C, U: int, members: list, opts) -> tuple:
