@@ -17,7 +17,7 @@ import jinja2
 
 from ..dtypes import CTYPE
 from . import cir
-from .freeze import CUnit, mangle
+from .freeze import INT_HELPERS, CUnit, mangle
 
 HELPERS = (
     "static inline int64_t moac_floordiv(int64_t a, int64_t b) { int64_t q = a / b; "
@@ -136,11 +136,14 @@ def _template() -> jinja2.Template:
 
 
 def _helpers32() -> tuple:
-    """32-bit versions of the integer helpers, for kernels built with 32-bit indices."""
+    """32-bit versions of the integer helpers (freeze.INT_HELPERS), for kernels built with
+    32-bit indices; the 64-bit ones stay for the host-side size arithmetic."""
     out = []
-    for h in HELPERS[:5]:
-        h = re.sub(r"(?<![u\w])int64_t", "int32_t", h)
-        out.append(re.sub(r"\b(moac_(?:floordiv|ceildiv|mod|imin|imax))\(", r"\g<1>32(", h))
+    for h in HELPERS:
+        name = re.match(r"static inline int64_t (\w+)\(", h)
+        if name and name.group(1) in INT_HELPERS:
+            h = re.sub(r"(?<![u\w])int64_t", "int32_t", h)
+            out.append(re.sub(r"\b(" + "|".join(INT_HELPERS) + r")\(", r"\g<1>32(", h))
     return tuple(out)
 
 

@@ -7,6 +7,7 @@ work on it alone.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import sympy as sp
@@ -278,7 +279,6 @@ INT_HELPERS = ("moac_floordiv", "moac_ceildiv", "moac_mod", "moac_imin", "moac_i
 
 def _narrow_calls(x):
     """The kernels' integer helpers in their 32-bit versions (moac_imin -> moac_imin32)."""
-    import dataclasses
     if isinstance(x, cir.Call) and x.fn in INT_HELPERS:
         return cir.Call(x.fn + "32", tuple(_narrow_calls(a) for a in x.args))
     if isinstance(x, tuple):
