@@ -126,17 +126,23 @@ def compile_command(prog, args, sizes: dict) -> int:
 
 
 def bundle(art, offload: str, out: Path) -> None:
-    """A self-contained GPU bundle beside OUT.c: the offload library, the libgomp runtime
-    it needs, and a manifest the runner reads (bench/gpu_run.py)."""
+    """A self-contained GPU bundle beside OUT.c (OUT.cu): the offload library, the runtime
+    libraries the target needs (libgomp for OpenACC), and a manifest the runners read
+    (bench/gpu_run.py, bench/gpu_check.py)."""
     from .jit.build import build_library, compile_flags, write_atomic
+    from .targets import get_target
     onf, sig, src = art.onf, art.signature, art.c_source
+    target = get_target(onf.target)
     flags = compile_flags(onf.target, offload=offload)
-    lib = build_library(src, flags)
+    if shutil.which(target.compiler) is None:
+        raise MoacError(f"the {onf.target} bundle needs {target.compiler}, which is not on PATH")
+    lib = build_library(src, flags, cc=target.compiler)
     so = out.with_suffix(".so")
     shutil.copyfile(lib, so)
     libdir = out.parent / "lib"
-    libdir.mkdir(exist_ok=True)
-    for name in ("libgomp.so.1", "libgomp-plugin-nvptx.so.1"):
+    if target.runtime_libs:
+        libdir.mkdir(exist_ok=True)
+    for name in target.runtime_libs:
         path = _find_lib(name)
         if path is None:
             raise MoacError(f"{name} not found; install gcc-12-offload-nvptx (apt-get install -y "
@@ -145,6 +151,8 @@ def bundle(art, offload: str, out: Path) -> None:
     manifest = {
         "source": onf.dnf.program.source.filename,
         "function": sig.fname,
+        "target": onf.target,
+        "stream": target.stream,      # the device entry takes a stream after its workspace
         "ctype": sig.ctype,
         "fixed": onf.fixed,
         "params": [{"name": p.name, "kind": p.kind, "shape": [str(s) for s in p.shape],
@@ -158,7 +166,8 @@ def bundle(art, offload: str, out: Path) -> None:
         "flops": str(onf.flops),
     }
     write_atomic(out.with_suffix(".json"), json.dumps(manifest, indent=2) + "\n")
-    print(f"wrote {out}, {so}, {out.with_suffix('.json')} and {libdir}/ (libgomp runtime)")
+    runtime = f" and {libdir}/ (runtime)" if target.runtime_libs else ""
+    print(f"wrote {out}, {so}, {out.with_suffix('.json')}{runtime}")
 
 
 def _find_lib(name: str):

@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass
 
 from .emit.codegen import Signature, signature, to_c
+from .emit.cuda import to_cuda
 from .emit.freeze import CUnit, to_cunit
 from .options import Options
 from .schedule import to_schedule
@@ -16,6 +17,8 @@ from .schedule.counts import Counts, count
 from .schedule.ir import Schedule
 from .schedule.onf import ONF
 from .targets import get_target
+
+PRINTERS = {"c": to_c, "cuda": to_cuda}     # a target's `printer` -> the function that writes its source
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,7 @@ def lower(dnf, opts: Options) -> Artifacts:
         verify_schedule(sched)
     unit = to_cunit(sched, counts, target, opts.index_bits)   # stage 5a: Schedule -> C IR
     sig = signature(sched)
-    src = to_c(unit, sig, target)                # stage 5b: C IR -> C text
+    src = PRINTERS[target.printer](unit, sig, target)   # stage 5b: C IR -> C (or CUDA) text
     if os.environ.get("MOAC_VERIFY") == "1":
         from .verify import verify_cunit
         verify_cunit(unit, tuple(p.cname for p in sig.params))

@@ -106,5 +106,9 @@ class ArgumentError(MoacError, TypeError):
     """A compiled kernel was called with arrays of the wrong dtype, layout or shape."""
 
 
+class DeviceError(MoacError):
+    """A compiled kernel needs a device (a GPU) that this machine does not show."""
+
+
 class CheckError(MoacError):
     """A compiled result disagrees with the reference interpreter."""

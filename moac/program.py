@@ -48,7 +48,7 @@ class Program:
     def c_source(self, **options) -> str:
         return self.lower(Options.make(**options)).c_source
 
-    def compile(self, cc: str = "gcc", werror: bool = False, extra_flags: tuple = (), **options):
+    def compile(self, cc: str | None = None, werror: bool = False, extra_flags: tuple = (), **options):
         """Build and load the kernel for these options (cached like every stage)."""
         from .jit import build
         opts = Options.make(**options)

@@ -86,7 +86,7 @@ def test_exit_1_for_a_user_error(tmp_path):
     ["compile", "examples/decode.moa", "-D", "n"],
     ["compile", "examples/decode.moa", "-D", "n=-1"],
     ["compile", "examples/decode.moa", "-D", "nosuchsize=3"],
-    ["check", "examples/decode.moa", "--target", "cuda"],
+    ["check", "examples/decode.moa", "--target", "hip"],
     ["compile", "examples/no_such_file.moa"],
     ["frobnicate", "examples/decode.moa"],
 ], ids=["not-an-integer", "no-value", "negative", "unknown-size", "bad-target", "no-file", "bad-command"])

@@ -95,6 +95,9 @@ class For:
     comment: str | None = None
     start: object = Int(0)
     itype: str = "int64_t"     # the loop variable's type
+    level: str | None = None   # the Schedule level it came from (gang, vector, seq, ...)
+    reduce: tuple = ()         # a vector loop's reductions: ((op, (names...)),)
+    step: object = None        # None: ++var
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +112,17 @@ class Block:
     body: tuple
     pragma: str | None = None
     comment: str | None = None
+    level: str | None = None   # "serial": a single-gang region; None: a scope
 
 
 @dataclass(frozen=True, slots=True)
 class Comment:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Raw:
+    """Statement text a target prints as it is (a CUDA launch, a barrier)."""
     text: str
 
 
@@ -187,10 +197,11 @@ def stmts(body, ctype: str = "float", indent: int = 1) -> list[str]:
                 out.append(f"{pad}{n} = {expr(v, ctype)};")
             case Store(array=a, index=i, value=v):
                 out.append(f"{pad}{a}[{expr(i, ctype)}] = {expr(v, ctype)};")
-            case For(var=v, extent=ext, body=b, pragma=pr, comment=cm, start=st, itype=it):
+            case For(var=v, extent=ext, body=b, pragma=pr, comment=cm, start=st, itype=it, step=step):
                 if pr:
                     out.append(f"{pad}{pr}")
-                head = f"{pad}for ({it} {v} = {expr(st, ctype)}; {v} < {expr(ext, ctype)}; ++{v}) {{"
+                inc = f"++{v}" if step is None else f"{v} += {expr(step, ctype)}"
+                head = f"{pad}for ({it} {v} = {expr(st, ctype)}; {v} < {expr(ext, ctype)}; {inc}) {{"
                 out.append(head + (f"  /* {cm} */" if cm else ""))
                 out += stmts(b, ctype, indent + 1)
                 out.append(f"{pad}}}")
@@ -211,6 +222,8 @@ def stmts(body, ctype: str = "float", indent: int = 1) -> list[str]:
                 out.append(f"{pad}}}")
             case Comment(text=t):
                 out.append(f"{pad}/* {t} */")
+            case Raw(text=t):
+                out += [pad + ln for ln in t.splitlines()]
             case _:
                 raise TypeError(s)
     return out

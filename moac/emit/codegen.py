@@ -121,18 +121,18 @@ def signature(s) -> Signature:
     return Signature(function_name(prog.source.filename), tuple(params), ctype)
 
 
-def _template_text() -> str:
+def _template_text(name: str) -> str:
     try:
-        return resources.files("moac.templates").joinpath("kernel.c.j2").read_text(encoding="utf-8")
+        return resources.files("moac.templates").joinpath(name).read_text(encoding="utf-8")
     except (ModuleNotFoundError, FileNotFoundError, OSError):
-        return (Path(__file__).resolve().parents[2] / "templates" / "kernel.c.j2").read_text(encoding="utf-8")
+        return (Path(__file__).resolve().parents[2] / "templates" / name).read_text(encoding="utf-8")
 
 
 @cache
-def _template() -> jinja2.Template:
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                             keep_trailing_newline=True, autoescape=False)
-    return env.from_string(_template_text())
+def template(name: str) -> jinja2.Template:
+    env = jinja2.Environment(loader=jinja2.FunctionLoader(_template_text), undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
+    return env.get_template(name)
 
 
 def _helpers32() -> tuple:
@@ -156,17 +156,18 @@ def _body(unit: CUnit, indent: int) -> str:
     return "\n".join(lines)
 
 
-def to_c(unit: CUnit, sig: Signature, target) -> str:
+def context(unit: CUnit, sig: Signature, target, helper_prefix: str | None = None) -> dict:
+    """The slots of a kernel file's template, shared by the C and the CUDA printers."""
     from ..version import __version__
     dev_arrays = [dict(cname=p.cname, dname=f"{p.cname}d", bytes=f"sizeof({p.ctype}) * (size_t)({unit.sizes[p.name]})",
                        to=p.kind in ("input", "inout"), back=p.kind in ("inout", "output"))
                   for p in sig.params if p.kind != "size"]
     dev_args = ", ".join(f"{p.cname}d" if p.kind != "size" else p.cname for p in sig.params)
     prologue = "\n".join(cir.stmts(unit.prologue, unit.ctype, indent=1))
-    return _template().render(
+    return dict(
         version=__version__, filename=unit.filename, target=unit.target, plan=unit.plan,
         summary=unit.summary, device_entry=target.device_entry, helpers=HELPERS + (_helpers32() if unit.index_bits == 32 else ())
-        + tuple(OPTIONAL_HELPERS[h] for h in unit.helpers), helper_prefix=target.helper_prefix,
+        + tuple(OPTIONAL_HELPERS[h] for h in unit.helpers), helper_prefix=helper_prefix or target.helper_prefix,
         model_macro=target.model_macro, header=target.header, device_malloc=target.device_malloc,
         device_free=target.device_free,
         fname=sig.fname, params=sig.c_params(), ctype=unit.ctype,
@@ -180,5 +181,9 @@ def to_c(unit: CUnit, sig: Signature, target) -> str:
         narrow=([p.cname for p in sig.params if p.kind == "size"] + [d.name for d in unit.prologue
                                                                       if isinstance(d, cir.Decl)])
         if unit.index_bits == 32 else [],
-        counts=list(unit.sizes.values()),
+        counts=list(unit.sizes.values()), linkage="",
     )
+
+
+def to_c(unit: CUnit, sig: Signature, target) -> str:
+    return template("kernel.c.j2").render(**context(unit, sig, target))

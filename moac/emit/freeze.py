@@ -249,7 +249,7 @@ class _Freezer:
             case Guard(cond=c, then=t, other=o):
                 return cir.If(freeze_cond(c), self.stmts(t, arrays), self.stmts(o, arrays))
             case Serial(body=b):
-                return cir.Block(self.stmts(b, arrays), self.t.serial_pragma(arrays))
+                return cir.Block(self.stmts(b, arrays), self.t.serial_pragma(arrays), level="serial")
             case Scope(body=b):
                 return cir.Block(self.stmts(b, arrays))
             case Loop():
@@ -271,7 +271,7 @@ class _Freezer:
                 self.t.seq if lp.level == "seq" else None
             body = self.stmts(lp.body, arrays)
         return cir.For(var_name(lp.var), freeze(lp.extent), body, pragma, lp.note or None, freeze(lp.start),
-                       self.itype)
+                       self.itype, lp.level, lp.reduce if lp.level == "vector" else ())
 
 
 INT_HELPERS = ("moac_floordiv", "moac_ceildiv", "moac_mod", "moac_imin", "moac_imax")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import BuildError
 from ..targets import flags as target_flags
+from ..targets import get_target
 from .kernel import Kernel
 
 BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared")
@@ -43,9 +44,10 @@ def compiler_version(cc: str) -> str:
 def compile_flags(target: str, offload: str = "none", werror: bool = False) -> list[str]:
     """The gcc flags for a target: the common ones and the target's own (a device build
     for `offload` takes the target's complete offload flag list)."""
-    flags = target_flags(target, offload) if offload != "none" else list(BASE_FLAGS) + target_flags(target)
+    base = get_target(target).base_flags
+    flags = target_flags(target, offload) if offload != "none" else list(base) + target_flags(target)
     if werror:
-        flags += ["-Wall", "-Werror"]
+        flags += list(get_target(target).werror_flags)
     return flags
 
 
@@ -95,8 +97,10 @@ def build_library(c_source: str, flags: list[str], cc: str = "gcc") -> Path:
     return lib
 
 
-def build(art, cc: str = "gcc", werror: bool = False, extra_flags: tuple = ()) -> Kernel:
-    """Build the C source of a lowering (moac.driver.Artifacts) and load it."""
+def build(art, cc: str | None = None, werror: bool = False, extra_flags: tuple = ()) -> Kernel:
+    """Build the C source of a lowering (moac.driver.Artifacts) and load it (`cc`: the
+    compiler; None is the target's, gcc or nvcc)."""
+    cc = cc or get_target(art.options.target).compiler
     if shutil.which(cc) is None and not os.path.exists(cc):
         raise BuildError(f"C compiler {cc!r} not found", [cc], "", "")
     flags = compile_flags(art.options.target, werror=werror) + list(extra_flags)

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import dtypes
 from ..emit.codegen import Signature
-from ..errors import ArgumentError
+from ..errors import ArgumentError, DeviceError
 from .binding import freeze_binding
 
 NP_DTYPE = {"float": np.float32, "double": np.float64}
@@ -110,6 +110,10 @@ class Kernel:
                 raise ArgumentError(f"input '{name}' must start at an 8-byte aligned address: the kernel reads it in "
                                     "packed 8-byte words (pass a copy of an offset view)")
         rc = self._fn(*args)
+        if rc == 5:
+            raise DeviceError(f"{self.signature.fname}: the kernel runs on an NVIDIA GPU and this machine shows "
+                              "none (cudaGetDeviceCount); build a bundle with `moac compile --target cuda --offload "
+                              "nvptx -o OUT.cu` and run it where there is one")
         if rc == 3:
             raise ArgumentError("these sizes give a buffer of 2^31 elements or more, which a kernel built with "
                                 "32-bit indices cannot address; build it with index_bits=64 (--index-bits 64)")

@@ -33,6 +33,13 @@ class Target:
     offload: dict | None = None        # offload name -> full flag list for a device build
     vector_length: int = 32
     lower: object = None               # optional C IR -> C IR hook (a function of kernels)
+    printer: str = "c"                 # which printer writes its source (moac.driver.PRINTERS)
+    compiler: str = "gcc"              # the compiler of its builds
+    base_flags: tuple = ("-O3", "-std=gnu11", "-fPIC", "-shared")   # every host build's
+    werror_flags: tuple = ("-Wall", "-Werror")                      # warnings are errors
+    suffix: str = ".c"                 # its source files' suffix
+    runtime_libs: tuple = ()           # shared libraries a device bundle carries (found by gcc)
+    stream: bool = False               # the device entry takes a stream after its workspace
 
     def gang_pragma(self, collapse: int, arrays: tuple) -> str | None:
         if self.gang is None:

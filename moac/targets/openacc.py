@@ -31,4 +31,5 @@ TARGET = Target(
                        "-foffload=nvptx-none", "-foffload-options=nvptx-none=-misa=sm_80",
                        "-foffload-options=-lm")},
     vector_length=VECTOR_LENGTH,
+    runtime_libs=("libgomp.so.1", "libgomp-plugin-nvptx.so.1"),
 )

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Check the bundles of bench/gpu_examples.py on a GPU machine: call each one's host
+entry on the seeded inputs and compare every result with the interpreter's float64
+values (max |error| ≤ tol · max |reference|, NaNs and infinities in the same places).
+Needs numpy only (and the bundles' lib/ for the OpenACC ones).
+
+    ACC_DEVICE_TYPE=nvidia python3 bench/gpu_check.py OUTDIR/examples.json --json results.json
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+CT = {"f32": np.float32, "f64": np.float64, "bf16": np.uint16, "f16": np.float16}
+
+
+def run(case: dict, root: Path) -> dict:
+    man = json.loads((root / case["manifest"]).read_text())
+    data = np.load(root / case["data"])
+    lib = ctypes.CDLL(str((root / case["manifest"]).with_suffix(".so")))
+    fn = getattr(lib, man["function"])
+    fn.restype = ctypes.c_int
+    sizes = {**case["sizes"], **man["fixed"]}
+    args, outs = [], {}
+    for p in man["params"]:
+        if p["kind"] == "size":
+            args.append(ctypes.c_int64(int(sizes[p["name"]])))
+            continue
+        if p["kind"] in ("input", "inout"):
+            a = np.ascontiguousarray(data[f"in_{p['name']}"]).copy()
+        else:
+            shape = tuple(int(eval(e, {"__builtins__": {}}, dict(sizes))) for e in p["shape"])
+            a = np.full(shape, np.nan, dtype=CT[p["dtype"]])
+        if p["kind"] != "input":
+            outs[p["name"]] = a
+        args.append(ctypes.c_void_p(a.ctypes.data))
+    rc = fn(*args)
+    res = dict(name=case["name"], rc=rc, ok=rc == 0, errors={})
+    for name, got in outs.items():
+        ref = data[f"ref_{name}"]
+        g = got.astype(np.float64)
+        fin = np.isfinite(ref)
+        same = np.array_equal(np.isnan(g), np.isnan(ref)) and np.array_equal(g[np.isinf(ref)], ref[np.isinf(ref)])
+        scale = float(np.max(np.abs(ref[fin]))) if fin.any() else 1.0
+        err = float(np.max(np.abs(g[fin] - ref[fin]))) / scale if fin.any() else 0.0
+        res["errors"][name] = err
+        res["ok"] = bool(res["ok"] and same and err <= case["tol"])
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("examples", type=Path)
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args()
+    root = a.examples.parent.resolve()
+    libdir = root / "lib"
+    if libdir.is_dir() and str(libdir) not in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        env = dict(os.environ, LD_LIBRARY_PATH=f"{libdir}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+        env.setdefault("ACC_DEVICE_TYPE", "nvidia")
+        os.execve(sys.executable, [sys.executable] + sys.argv, env)
+    if libdir.is_dir():
+        ctypes.CDLL(str(libdir / "libgomp.so.1"), mode=ctypes.RTLD_GLOBAL)
+    results = []
+    for case in json.loads(a.examples.read_text()):
+        r = run(case, root)
+        results.append(r)
+        errs = ", ".join(f"{k} {v:.1e}" for k, v in r["errors"].items())
+        print(f"{'ok  ' if r['ok'] else 'FAIL'} {r['name']:32} rc={r['rc']} rel. err {errs} (tol {case['tol']:.1e})",
+              flush=True)
+    if a.json:
+        a.json.write_text(json.dumps(results, indent=2) + "\n")
+    bad = [r["name"] for r in results if not r["ok"]]
+    print("PASS" if not bad else f"FAIL: {', '.join(bad)}")
+    return 0 if not bad else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Build every example as a GPU bundle for each GPU target (openacc, cuda) with seeded
+inputs and the interpreter's float64 results beside it, so that a GPU machine without
+moac can check them (bench/gpu_check.py).
+
+    python3 bench/gpu_examples.py OUTDIR [--targets openacc,cuda]   # here, then on the GPU machine:
+    python3 bench/gpu_check.py OUTDIR/examples.json --json results.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import moac  # noqa: E402
+from moac import commands  # noqa: E402
+
+# run-time sizes per example: extents the vector length (32) and the chunks do not divide
+SIZES = {
+    "catenate": dict(n=33, m=31, d=129), "decode": dict(n=4099, dk=128, dv=128),
+    "decode_mha": dict(B=2, h=3, n=130, dk=33, dv=40), "matmul": dict(n=33, m=129, p=31),
+    "omega": dict(n=33, w=129, dk=65), "outer": dict(n=33, m=31), "reshape": dict(n=33, m=31),
+    "take_reverse": dict(n=33, m=129), "transpose": dict(n=33, m=5, p=31),
+    "attention_forward": dict(m=3, n=130, dk=33, dv=40), "decode_window": dict(n=300, w=129, dk=33, dv=65),
+    "decode_gqa": dict(hkv=2, g=3, n=130, dk=33, dv=40), "decode_step": dict(N=300, n=129, dk=33, dv=65),
+    "decode_gqa_batched": dict(B=2, hkv=2, g=3, n=1000, dk=128, dv=128),
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--targets", default="openacc,cuda")
+    a = ap.parse_args()
+    out = a.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    cases = []
+    for path in sorted((ROOT / "examples").glob("*.moa")):
+        name = path.stem
+        prog = moac.load(path)
+        arrays, sizes = commands.random_inputs(prog, SIZES.get(name, {}), seed=0)
+        ref = prog.evaluate(sizes=sizes, **{k: v.copy() for k, v in arrays.items()})
+        np.savez(out / f"{name}_data.npz", **{f"in_{k}": v for k, v in arrays.items()},
+                 **{f"ref_{k}": np.asarray(v, dtype=np.float64) for k, v in ref.items()})
+        for target in a.targets.split(","):
+            art = prog.lower(moac.options.Options.make(target=target))
+            tol = 16 * commands.EPS[art.signature.ctype] * float(np.sqrt(max(commands.reduction_length(art.onf, sizes), 1)))
+            suffix = moac.targets.get_target(target).suffix
+            bundle = out / f"{name}-{target}{suffix}"
+            subprocess.run([sys.executable, "-m", "moac", "compile", str(path), "--target", target,
+                            "--offload", "nvptx", "-o", str(bundle)], check=True, cwd=ROOT)
+            cases.append(dict(name=f"{name}-{target}", manifest=bundle.with_suffix(".json").name,
+                              data=f"{name}_data.npz", sizes=sizes, tol=tol))
+    (out / "examples.json").write_text(json.dumps(cases, indent=2) + "\n", encoding="utf-8")
+    print(f"{len(cases)} bundles in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,281 @@
+"""C unit -> CUDA C (stage 5b for the cuda target): the same frozen loops as the OpenACC
+C, each level given its CUDA meaning instead of a pragma.
+
+    gang loops (a collapsed chain)  ->  one block per iteration, a grid-stride loop over
+                                        their flattened product
+    a single-gang (serial) region   ->  a launch of one block
+    vector loop                     ->  lane `moac_lane` takes iterations lane, lane+32, ...
+    vector reduction                ->  lanes other than 0 start from the operator's
+                                        identity, then a butterfly of warp shuffles leaves
+                                        the total in every lane
+    seq / register loops, scalars   ->  every lane runs them (the values are the same in
+                                        all lanes, as OpenACC's gang-redundant code)
+
+A block is one warp (the target's vector length, 32), so a warp shuffle is the whole
+reduction and `__syncwarp()` after each vector loop orders the lanes' scratch stores
+before the loads of the next one.  Nothing here changes the Schedule: the mapping, the
+liftings and the coalescing proof are the ones the OpenACC C prints.  No sympy here.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .. import ops
+from ..errors import RewriteError
+from . import cir
+
+LANES = 32
+LANE = cir.Var("moac_lane")
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    """One device region of a kernel: a `__global__` function and its launch."""
+    name: str
+    params: tuple        # (ctype, name): pointers first, then scalars
+    total: object        # cir: the number of gang iterations (1 for a serial region)
+    body: tuple          # cir statements of the device code, lanes already mapped
+
+
+def _walk(x, fn):
+    """Visit every cir node below x (tuples and dataclasses)."""
+    if isinstance(x, tuple):
+        for y in x:
+            _walk(y, fn)
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+        fn(x)
+        for f in dataclasses.fields(x):
+            _walk(getattr(x, f.name), fn)
+
+
+def _uses(code) -> tuple[set, set, set]:
+    """(variables read, arrays touched, names declared) in a piece of cir."""
+    reads, arrays, decls = set(), set(), set()
+
+    def visit(n):
+        match n:
+            case cir.Var(name=v):
+                reads.add(v)
+            case cir.Load(array=a) | cir.Store(array=a):
+                arrays.add(a)
+            case cir.Decl(name=v):
+                decls.add(v)
+            case cir.For(var=v):
+                decls.add(v)
+            case cir.Assign(name=v):
+                reads.add(v)
+            case cir.Call(fn="moac_word", args=(cir.Var(name=a), _)):
+                arrays.add(a)
+    _walk(code, visit)
+    return reads, arrays, decls
+
+
+def _identity(op: str, ctype: str):
+    o = ops.OPS[op]
+    return cir.Num(float(o.identity))
+
+
+def warp_helper(op: str, ctype: str) -> tuple[str, str]:
+    """(name, C text) of the butterfly reduction of one operator over a warp."""
+    o = ops.OPS[op]
+    tag = "f32" if ctype == "float" else "f64"
+    name = f"moac_warp_{op}_{tag}"
+    y = "__shfl_xor_sync(0xffffffffu, x, o)"
+    if o.c_infix:
+        comb = f"x {o.c_infix} {y}"
+    else:
+        comb = f"{o.c_fn}{'f' if ctype == 'float' else ''}(x, {y})"
+    text = (f"static __device__ inline {ctype} {name}({ctype} x) {{ "
+            f"for (int o = {LANES // 2}; o > 0; o >>= 1) x = {comb}; return x; }}")
+    return name, text
+
+
+class _Lanes:
+    """Device code of one region: vector loops mapped to lanes, reductions to shuffles."""
+
+    def __init__(self, ctype: str):
+        self.ctype = ctype
+        self.types: dict = {}         # device-declared name -> ctype
+        self.warp: dict = {}          # helper name -> text
+
+    def stmts(self, body) -> tuple:
+        out = []
+        for s in body:
+            x = self.stmt(s)
+            out += x if isinstance(x, list) else [x]
+        return tuple(out)
+
+    def stmt(self, s):
+        match s:
+            case cir.Decl(ctype=t, name=n):
+                self.types[n] = t
+                return s
+            case cir.For(level="gang"):
+                raise RewriteError("a gang loop inside a device region has no CUDA mapping")
+            case cir.For(level="vector"):
+                return self.vector(s)
+            case cir.For():
+                return dataclasses.replace(s, body=self.stmts(s.body), pragma=None)
+            case cir.If(then=t, other=o):
+                return dataclasses.replace(s, then=self.stmts(t), other=self.stmts(o))
+            case cir.Block(body=b):
+                return dataclasses.replace(s, body=self.stmts(b), pragma=None, level=None)
+        return s
+
+    def vector(self, s: cir.For) -> list:
+        out: list = []
+        names = [(op, n) for op, ns in s.reduce for n in ns]
+        if names:
+            out.append(cir.If(cir.Bin("!=", LANE, cir.Int(0)),
+                              tuple(cir.Assign(n, _identity(op, self.types.get(n, self.ctype))) for op, n in names)))
+        body = self.stmts(s.body)
+        if s.start == cir.Int(0) and s.extent == cir.Int(LANES):      # exactly one iteration per lane
+            out.append(cir.Block((cir.Decl(f"const {s.itype}", s.var, LANE),) + body, comment=s.comment))
+        else:
+            out.append(dataclasses.replace(s, body=body, pragma=None, start=cir.add(s.start, LANE), step=cir.Int(LANES)))
+        for op, n in names:
+            hname, text = warp_helper(op, self.types.get(n, self.ctype))
+            self.warp[hname] = text
+            out.append(cir.Assign(n, cir.Call(hname, (cir.Var(n),))))
+        out.append(cir.Raw("__syncwarp();"))
+        return out
+
+
+def _gang_chain(lp: cir.For):
+    """The collapsed chain of gang loops at the top of a region, and the body under it."""
+    chain = [lp]
+    while len(chain[-1].body) == 1 and isinstance(chain[-1].body[0], cir.For) and chain[-1].body[0].level == "gang":
+        chain.append(chain[-1].body[0])
+    names = {c.var for c in chain}
+    for c in chain:
+        if (_uses((c.extent, c.start))[0]) & names:
+            raise RewriteError(f"the gang loop over {c.var} depends on another gang index: no CUDA grid for it")
+    return chain, chain[-1].body
+
+
+def _decompose(chain, itype: str):
+    """The gang indices from the flattened block index `moac_gid` (the last one fastest)."""
+    out, rest = [], cir.Var("moac_gid")
+    for k, c in enumerate(reversed(chain)):
+        last = k == len(chain) - 1
+        idx = rest if last else cir.Bin("%", rest, c.extent)
+        out.append(cir.Decl(f"const {itype}", c.var, cir.add(c.start, idx)))
+        if not last:
+            rest = cir.Bin("/", rest, c.extent)
+    return list(reversed(out))
+
+
+def _total(chain):
+    t = chain[0].extent
+    for c in chain[1:]:
+        t = cir.mul(t, c.extent)
+    return t
+
+
+def split(unit, fname: str, array_types: dict, scalar_types: dict):
+    """The kernels of a C unit as host code (launches in place of the device regions) and
+    the regions themselves.  `array_types`: C name -> (element ctype, read-only);
+    `scalar_types`: host scalars in scope -> ctype."""
+    regions: list[Region] = []
+    warp: dict = {}
+
+    def region(name: str, code: tuple, chain) -> cir.Raw:
+        lanes = _Lanes(unit.ctype)
+        itype = "int32_t" if unit.index_bits == 32 else "int64_t"
+        if chain:
+            total = _total(chain)
+            body = (cir.For("moac_gid", total, tuple(_decompose(chain, itype)) + lanes.stmts(code),
+                            start=cir.Var("blockIdx.x"), step=cir.Var("gridDim.x"), itype=itype,
+                            comment="one block per gang iteration: " + ", ".join(c.var for c in chain)),)
+        else:
+            total = cir.Int(1)
+            body = lanes.stmts(code)
+        warp.update(lanes.warp)
+        reads, arrays, decls = _uses((body, total))
+        words = set()
+        _walk(body, lambda n: words.add(n.args[0].name) if isinstance(n, cir.Call) and n.fn == "moac_word" else None)
+        stored = set()
+        _walk(body, lambda n: stored.add(n.array) if isinstance(n, cir.Store) else None)
+        if words & stored:
+            raise RewriteError(f"{', '.join(sorted(words & stored))}: read in packed words and written in one kernel")
+        ptrs = tuple((f"{'const ' if array_types[a][1] else ''}{array_types[a][0]} *__restrict__", a)
+                     for a in sorted(arrays))
+        scalars = tuple((scalar_types[v], v) for v in sorted(reads - decls - arrays - {"moac_lane", "moac_gid"})
+                        if v in scalar_types)
+        missing = sorted(reads - decls - arrays - {"moac_lane", "moac_gid", "blockIdx.x", "gridDim.x"} - set(scalar_types))
+        if missing:
+            raise RewriteError(f"the device region {name} reads {', '.join(missing)}, which the host does not have")
+        regions.append(Region(name, ptrs + scalars, total, body))
+        args = ", ".join(n for _, n in ptrs + scalars)
+        tot = cir.expr(total)
+        return cir.Raw(f"if ({tot} > 0)\n    {name}<<<(unsigned)({tot} < 2147483647 ? {tot} : 2147483647), "
+                       f"{LANES}, 0, moac_stream>>>({args});")
+
+    def host(body, kname: str, scope: dict) -> tuple:
+        out = []
+        for s in body:
+            match s:
+                case cir.For(level="gang"):
+                    chain, inner = _gang_chain(s)
+                    out.append(region(f"{fname}_{kname}" + (f"_{len(regions)}" if any(r.name.startswith(f"{fname}_{kname}") for r in regions) else ""), inner, chain))
+                case cir.Block(level="serial", body=b):
+                    out.append(region(f"{fname}_{kname}" + (f"_{len(regions)}" if any(r.name.startswith(f"{fname}_{kname}") for r in regions) else ""), b, None))
+                case cir.Block(body=b):
+                    out.append(dataclasses.replace(s, body=host(b, kname, dict(scope)), pragma=None))
+                case cir.If(then=t, other=o):
+                    out.append(dataclasses.replace(s, then=host(t, kname, dict(scope)), other=host(o, kname, dict(scope))))
+                case cir.Decl(ctype=t, name=n):
+                    scalar_types[n] = t
+                    out.append(s)
+                case _:
+                    out.append(s)
+        return tuple(out)
+
+    host_code = []
+    for k in unit.kernels:
+        host_code.append((k, host(k.code, k.name, {})))
+    return host_code, regions, warp
+
+
+WORD_HELPER = ("/* one 8-byte word of a read-only array (a packed load through the read-only path) */\n"
+               "static __device__ inline uint64_t moac_word(const void *p, int64_t i) "
+               "{ return (uint64_t)__ldg((const unsigned long long *)p + i); }")
+
+
+def _cxx(params: str) -> str:
+    return params.replace("*restrict ", "*__restrict__ ")
+
+
+def to_cuda(unit, sig, target) -> str:
+    """The CUDA source of a C unit: one `__global__` function per device region, a device
+    entry launching them on a stream, a host entry copying host arrays."""
+    from .codegen import OPTIONAL_HELPERS, context, template
+    ctx = context(unit, sig, target, helper_prefix="__host__ __device__")
+    itype = "int32_t" if unit.index_bits == 32 else "int64_t"
+    arrays = {p.cname: (p.ctype, p.kind == "input") for p in sig.params if p.kind != "size"}
+    arrays.update({s.cname: (unit.ctype, False) for s in unit.scratch})
+    scalars = {p.cname: itype for p in sig.params if p.kind == "size"}
+    scalars.update({d.name: itype for d in unit.prologue if isinstance(d, cir.Decl)})
+    host_code, regions, warp = split(unit, sig.fname, arrays, scalars)
+    comments = {}
+    lines: list[str] = []
+    for k, code in host_code:
+        lines.append(f"    /* kernel {k.name}: {k.comment} */")
+        lines += [ln.rstrip() for ln in cir.stmts(code, unit.ctype, indent=1)]
+    for k in unit.kernels:
+        for r in regions:
+            if r.name.startswith(f"{sig.fname}_{k.name}"):
+                comments[r.name] = f"kernel {k.name}: {k.comment}"
+    ctx.update(
+        helpers=tuple(h for h in ctx["helpers"] if h != OPTIONAL_HELPERS["moac_word"]),
+        device_helpers=((WORD_HELPER,) if "moac_word" in unit.helpers else ()) + tuple(warp.values()),
+        regions=[dict(name=r.name, comment=comments[r.name],
+                      params=", ".join(f"{t} {n}" for t, n in r.params) or "void",
+                      body="\n".join(ln.rstrip() for ln in cir.stmts(r.body, unit.ctype, indent=1)))
+                 for r in regions],
+        body="\n".join(lines), lanes=LANES, params=_cxx(ctx["params"]), linkage='extern "C" ',
+        dev_args=", ".join(f"({'const ' if p.kind == 'input' else ''}{p.ctype} *){p.cname}d"
+                           if p.kind != "size" else p.cname for p in sig.params),
+    )
+    return template("kernel.cu.j2").render(**ctx)

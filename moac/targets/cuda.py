@@ -1,0 +1,27 @@
+"""CUDA C (nvcc): the OpenACC target's Schedule with each level given its CUDA meaning
+(moac.emit.cuda): gang -> block (a grid-stride loop over the collapsed gang loops),
+vector -> lane of a one-warp block, vector reductions -> warp shuffles.  The device entry
+takes device pointers and a stream; builds need nvcc and run only on an NVIDIA GPU."""
+import os
+
+from .base import Target
+
+VECTOR_LENGTH = 32
+ARCH = os.environ.get("MOAC_CUDA_ARCH", "sm_90a")     # the H200's; any sm_XX nvcc knows
+
+_FLAGS = ("-O3", f"-arch={ARCH}", "--use_fast_math", "-diag-suppress=177", "-x", "cu", "-Xcompiler", "-fPIC", "-shared")
+
+TARGET = Target(
+    name="cuda",
+    description=f"CUDA C for NVIDIA GPUs (nvcc -arch={ARCH}; needs a GPU to run)",
+    cflags=_FLAGS,
+    base_flags=(),
+    werror_flags=("-Werror", "all-warnings"),
+    device_entry=True,
+    vector_length=VECTOR_LENGTH,
+    printer="cuda",
+    compiler="nvcc",
+    suffix=".cu",
+    stream=True,
+    offload={"nvptx": _FLAGS},
+)
