@@ -5,9 +5,9 @@ gcc-12-offload-nvptx) and the case list the GPU runner reads.
     python3 bench/gpu_cases.py OUTDIR [--sweep] [-- FLAGS]   # then, on the GPU machine:
     python3 bench/gpu_run.py --cases OUTDIR/cases.json --json results.json
 
-Every case of the issue's table (d = 128), each built with packed loads (the default)
-and with `--pack none` (the mapping before them), GQA also with `--share-kv`; `--sweep`
-builds the tokens-in-flight variants instead.  A bf16 case is the example with K and V
+Every case of the issue's table (d = 128), each built for openacc and cuda, with 64- and
+32-bit indices, GQA also with `--share-kv`; `--sweep` builds the tokens-in-flight variants
+instead.  A bf16 case is the example with K and V
 declared bf16.
 """
 from __future__ import annotations
@@ -30,22 +30,17 @@ CASES = [
     ("gqab_bf16_n128k", "decode_gqa_batched", "bf16", GQA, {"B": 1, "n": 131072}),
     ("decode_f32_n256k", "decode", "f32", D, {"n": 262144}),
 ]
-VARIANTS = [("", []), ("-nopack", ["--pack", "none"])]
-GQA_VARIANTS = [("-share", ["--share-kv"])]
+# suffix, target, flags
+VARIANTS = [("", "openacc", []), ("-acc32", "openacc", ["--index-bits", "32"]),
+            ("-cuda", "cuda", []), ("-cuda32", "cuda", ["--index-bits", "32"])]
+GQA_VARIANTS = [("-share", "openacc", ["--share-kv"]), ("-cuda32-share", "cuda", ["--share-kv", "--index-bits", "32"])]
 
 # --sweep: tokens in flight per warp (score pass --unroll U, weighted sum --unroll-wsum T)
 SWEEP = {
-    "mha_bf16": [(f"-u{u}t{t}", ["--unroll", str(u), "--unroll-wsum", str(t)]) for u in (4, 8) for t in (1, 2, 4)],
-    "mha_f32": [("-u4t2", ["--unroll-wsum", "2"]), ("-u8t2", ["--unroll", "8", "--unroll-wsum", "2"])],
-    "gqa_bf16_n32k": [("-u8t2", ["--unroll", "8", "--unroll-wsum", "2"]),
-                      ("-u8t4", ["--unroll", "8", "--unroll-wsum", "4"]),
-                      ("-share-u8t2", ["--share-kv", "--unroll", "8", "--unroll-wsum", "2"])],
-    "gqab_bf16_B32": [("-u8t2", ["--unroll", "8", "--unroll-wsum", "2"]),
-                      ("-share-u8t2", ["--share-kv", "--unroll", "8", "--unroll-wsum", "2"]),
-                      ("-share-u8t4", ["--share-kv", "--unroll", "8", "--unroll-wsum", "4"])],
-    "gqab_bf16_n128k": [("-share-u8t2", ["--share-kv", "--unroll", "8", "--unroll-wsum", "2"]),
-                        ("-share-u8t4", ["--share-kv", "--unroll", "8", "--unroll-wsum", "4"])],
-    "decode_f32_n256k": [("-u8t2", ["--unroll", "8", "--unroll-wsum", "2"])],
+    "mha_bf16": [(f"-cuda-u{u}t{t}", "cuda", ["--index-bits", "32", "--unroll", str(u), "--unroll-wsum", str(t)])
+                 for u in (4, 8, 16) for t in (1, 2)],
+    "mha_f32": [("-cuda-u8", "cuda", ["--index-bits", "32", "--unroll", "8"]),
+                ("-cuda-t2", "cuda", ["--index-bits", "32", "--unroll-wsum", "2"])],
 }
 
 
@@ -71,13 +66,13 @@ def main() -> int:
     for name, example, kv, fixed, run in CASES:
         src = source(example, kv, out)
         variants = SWEEP.get(name, []) if sweep else VARIANTS + (GQA_VARIANTS if "hq" in fixed else [])
-        for suffix, flags in variants:
-            bundle = out / f"{name}{suffix}.c"
-            argv = [sys.executable, "-m", "moac", "compile", str(src), "--target", "openacc", "--offload", "nvptx",
+        for suffix, target, flags in variants:
+            bundle = out / f"{name}{suffix}{'.cu' if target == 'cuda' else '.c'}"
+            argv = [sys.executable, "-m", "moac", "compile", str(src), "--target", target, "--offload", "nvptx",
                     "-o", str(bundle)] + [f"-D{k}={v}" for k, v in fixed.items()] + flags + extra
             subprocess.run(argv, check=True, cwd=ROOT)
             cases.append({"name": f"{name}{suffix}", "manifest": bundle.with_suffix(".json").name, "sizes": run,
-                          "flags": flags + extra})
+                          "target": target, "flags": flags + extra})
     (out / "cases.json").write_text(json.dumps(cases, indent=2) + "\n", encoding="utf-8")
     print(f"{len(cases)} bundles in {out}")
     return 0

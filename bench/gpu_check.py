@@ -27,7 +27,7 @@ def run(case: dict, root: Path) -> dict:
     fn = getattr(lib, man["function"])
     fn.restype = ctypes.c_int
     sizes = {**case["sizes"], **man["fixed"]}
-    args, outs = [], {}
+    args, outs, keep = [], {}, []
     for p in man["params"]:
         if p["kind"] == "size":
             args.append(ctypes.c_int64(int(sizes[p["name"]])))
@@ -39,6 +39,7 @@ def run(case: dict, root: Path) -> dict:
             a = np.full(shape, np.nan, dtype=CT[p["dtype"]])
         if p["kind"] != "input":
             outs[p["name"]] = a
+        keep.append(a)                         # the arrays must outlive the call
         args.append(ctypes.c_void_p(a.ctypes.data))
     rc = fn(*args)
     res = dict(name=case["name"], rc=rc, ok=rc == 0, errors={})

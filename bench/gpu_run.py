@@ -66,6 +66,8 @@ def run_bundle(manifest_path: Path, sizes: dict, reps: int, torch, np) -> dict:
         else:
             args.append(ctypes.c_void_p(tensors[p["name"]].data_ptr()))
     args.append(ctypes.c_void_p(ws.data_ptr()))
+    if man.get("stream"):                      # CUDA bundles: PyTorch's current stream
+        args.append(ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
 
     def call():
         rc = fn(*args)
@@ -208,21 +210,24 @@ def main() -> int:
     if not runs:
         ap.error("no bundles")
     libdir = (runs[0][0].parent / "lib").resolve()
-    if str(libdir) not in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+    acc = libdir.is_dir()                      # OpenACC bundles carry libgomp in lib/
+    if acc and str(libdir) not in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
         # libgomp finds its nvptx plugin through the loader's search path, read at start-up
         env = dict(os.environ, LD_LIBRARY_PATH=f"{libdir}:{os.environ.get('LD_LIBRARY_PATH', '')}")
         env.setdefault("ACC_DEVICE_TYPE", "nvidia")
         os.execve(sys.executable, [sys.executable] + sys.argv, env)
-    gomp = load_runtime(libdir)
+    gomp = load_runtime(libdir) if acc else None
     import numpy as np
     import torch
     torch.cuda.init()
     torch.empty(1, device="cuda")          # make torch's context current before libgomp starts
-    gomp.acc_get_num_devices.restype = ctypes.c_int
-    ndev = gomp.acc_get_num_devices(5)     # acc_device_nvidia
+    ndev = -1
+    if gomp is not None:
+        gomp.acc_get_num_devices.restype = ctypes.c_int
+        ndev = gomp.acc_get_num_devices(5)     # acc_device_nvidia
     print(f"GPU: {torch.cuda.get_device_name(0)}; OpenACC nvidia devices: {ndev}; torch {torch.__version__}; "
           f"ACC_DEVICE_TYPE={os.environ.get('ACC_DEVICE_TYPE')}")
-    if ndev < 1:
+    if gomp is not None and ndev < 1:
         print("no OpenACC NVIDIA device visible", file=sys.stderr)
         return 1
     copy_bw = copy_ceiling(torch)
@@ -230,7 +235,13 @@ def main() -> int:
     results = []
     ok = True
     for b, sz, name in runs:
-        r = run_bundle(b, sz, a.reps, torch, np)
+        try:
+            r = run_bundle(b, sz, a.reps, torch, np)
+        except Exception as e:                 # record it and go on with the next bundle
+            print(f"  {name}: FAILED: {type(e).__name__}: {e}", flush=True)
+            results.append(dict(name=name, ok=False, error=f"{type(e).__name__}: {e}"))
+            ok = False
+            continue
         r["name"] = name
         r["copy_bw"] = copy_bw
         r["kv_bw"] = r["kv_bytes"] / r["moac_kernel"] if r["moac_kernel"] else 0.0
@@ -247,11 +258,15 @@ def main() -> int:
     print(f"{'bundle':22} {'sizes':34} {'max err':>9} {'SDPA err':>9} {'moac kern µs':>12} {'moac wall µs':>12} "
           f"{'KV GB/s':>8} {'SDPA32 µs':>9} {'SDPA16 µs':>9}")
     for r in results:
+        if "error" in r:
+            continue
         sz = " ".join(f"{k}={v}" for k, v in r["sizes"].items())
         gbs = r["min_bytes"] / r["moac_kernel"] / 1e9 if r["moac_kernel"] else float("nan")
         print(f"{r['name']:22} {sz:34} {r['err']:9.2e} {r['sdpa_err']:9.2e} {r['moac_kernel'] * 1e6:12.1f} "
               f"{r['moac_wall'] * 1e6:12.1f} {gbs:8.0f} {r['sdpa32_kernel'] * 1e6:9.1f} {r['sdpa16_kernel'] * 1e6:9.1f}")
     for r in results:
+        if "error" in r:
+            continue
         print(f"  {r['name']} host entry (host arrays, host_data): max err {r['host_err']:.2e}")
         print(f"  {r['name']} kernels: " + ", ".join(f"{k} {v:.1f} µs" for k, v in r["moac_kernels_us"].items()))
     if a.json:

@@ -2,6 +2,7 @@
 
     tests/golden/<example>.<target>.c           default sizes (all sizes run-time)
     tests/golden/decode-dk128-dv128.<target>.c  decode with -D dk=128 -D dv=128
+    (.cu for the cuda target)
 
 To regenerate them on purpose (after an intended change to the generated code), run
 
@@ -23,14 +24,16 @@ from test_back_common import EXAMPLE_NAMES, TARGETS, example
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REGEN = os.environ.get("MOAC_REGEN_GOLDEN") == "1"
 
+GOLDEN_TARGETS = TARGETS + ("cuda",)
+SUFFIX = {"cuda": "cu"}
 CASES = [(name, name, {}) for name in EXAMPLE_NAMES] + [("decode-dk128-dv128", "decode", {"dk": 128, "dv": 128})]
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", GOLDEN_TARGETS)
 @pytest.mark.parametrize("golden, name, sizes", CASES, ids=[c[0] for c in CASES])
 def test_golden_c(golden, name, sizes, target):
     src = example(name).c_source(target=target, sizes=sizes)
-    path = GOLDEN / f"{golden}.{target}.c"
+    path = GOLDEN / f"{golden}.{target}.{SUFFIX.get(target, 'c')}"
     if REGEN:
         GOLDEN.mkdir(exist_ok=True)
         path.write_text(src, encoding="utf-8")
@@ -43,8 +46,8 @@ def test_golden_c(golden, name, sizes, target):
 
 
 def test_no_stray_golden_files():
-    want = {f"{g}.{t}.c" for g, _, _ in CASES for t in TARGETS}
-    have = {p.name for p in GOLDEN.glob("*.c")}
+    want = {f"{g}.{t}.{SUFFIX.get(t, 'c')}" for g, _, _ in CASES for t in GOLDEN_TARGETS}
+    have = {p.name for p in GOLDEN.glob("*.c")} | {p.name for p in GOLDEN.glob("*.cu")}
     assert have == want, f"unexpected {sorted(have - want)}, missing {sorted(want - have)}"
 
 

@@ -98,6 +98,7 @@ class For:
     level: str | None = None   # the Schedule level it came from (gang, vector, seq, ...)
     reduce: tuple = ()         # a vector loop's reductions: ((op, (names...)),)
     step: object = None        # None: ++var
+    iterations: object = None  # extent − start, simplified (set by freeze)
 
 
 @dataclass(frozen=True, slots=True)

@@ -154,22 +154,28 @@ def _gang_chain(lp: cir.For):
     return chain, chain[-1].body
 
 
+def _trip(c: cir.For):
+    if c.iterations is not None:
+        return c.iterations
+    return c.extent if c.start == cir.Int(0) else cir.Bin("-", c.extent, c.start)
+
+
 def _decompose(chain, itype: str):
     """The gang indices from the flattened block index `moac_gid` (the last one fastest)."""
     out, rest = [], cir.Var("moac_gid")
     for k, c in enumerate(reversed(chain)):
         last = k == len(chain) - 1
-        idx = rest if last else cir.Bin("%", rest, c.extent)
+        idx = rest if last else cir.Bin("%", rest, _trip(c))
         out.append(cir.Decl(f"const {itype}", c.var, cir.add(c.start, idx)))
         if not last:
-            rest = cir.Bin("/", rest, c.extent)
+            rest = cir.Bin("/", rest, _trip(c))
     return list(reversed(out))
 
 
 def _total(chain):
-    t = chain[0].extent
+    t = _trip(chain[0])
     for c in chain[1:]:
-        t = cir.mul(t, c.extent)
+        t = cir.mul(t, _trip(c))
     return t
 
 

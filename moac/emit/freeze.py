@@ -271,7 +271,8 @@ class _Freezer:
                 self.t.seq if lp.level == "seq" else None
             body = self.stmts(lp.body, arrays)
         return cir.For(var_name(lp.var), freeze(lp.extent), body, pragma, lp.note or None, freeze(lp.start),
-                       self.itype, lp.level, lp.reduce if lp.level == "vector" else ())
+                       self.itype, lp.level, lp.reduce if lp.level == "vector" else (),
+                       iterations=freeze(sp.expand(sp.sympify(lp.extent) - sp.sympify(lp.start))))
 
 
 INT_HELPERS = ("moac_floordiv", "moac_ceildiv", "moac_mod", "moac_imin", "moac_imax")

@@ -1,0 +1,105 @@
+"""The cuda target: the same Schedule as openacc, printed as CUDA C (moac.emit.cuda).
+
+Numerics need a GPU (bench/gpu_check.py runs every example there); here the lowering is
+checked as text and every example's CUDA is compiled with nvcc, skipped cleanly where
+nvcc is absent."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+import moac
+from moac.emit import cir, cuda
+from moac.errors import DeviceError
+from moac.jit.build import build_library, compile_flags
+
+from test_back_common import EXAMPLE_NAMES, example
+
+NVCC = shutil.which("nvcc")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found")
+
+
+def test_vector_reduction_becomes_lanes_and_a_warp_butterfly():
+    loop = cir.For("j", cir.Var("n_"), (cir.Assign("acc", cir.Bin("+", cir.Var("acc"), cir.Load("x_", cir.Var("j")))),),
+                   level="vector", reduce=(("add", ("acc",)),))
+    lanes = cuda._Lanes("float")
+    code = lanes.stmts((cir.Decl("float", "acc", cir.Num(0.0)), loop))
+    assert "\n".join(cir.stmts(code, "float", indent=0)) == "\n".join([
+        "float acc = 0.0f;",
+        "if (moac_lane != 0) {",
+        "    acc = 0.0f;",
+        "}",
+        "for (int64_t j = moac_lane; j < n_; j += 32) {",
+        "    acc = acc + x_[j];",
+        "}",
+        "acc = moac_warp_add_f32(acc);",
+        "__syncwarp();",
+    ])
+    assert lanes.warp == {"moac_warp_add_f32": "static __device__ inline float moac_warp_add_f32(float x) { "
+                          "for (int o = 16; o > 0; o >>= 1) x = x + __shfl_xor_sync(0xffffffffu, x, o); return x; }"}
+
+
+def test_a_lane_loop_of_exactly_32_is_one_lane_each():
+    loop = cir.For("v", cir.Int(32), (cir.Store("y_", cir.Var("v"), cir.Num(1.0)),), level="vector")
+    code = cuda._Lanes("float").stmts((loop,))
+    assert "\n".join(cir.stmts(code, "float", indent=0)) == "\n".join([
+        "{", "    const int64_t v = moac_lane;", "    y_[v] = 1.0f;", "}", "__syncwarp();"])
+
+
+def test_max_reduction_starts_other_lanes_at_minus_infinity():
+    _, text = cuda.warp_helper("max", "double")
+    assert "fmax(x, __shfl_xor_sync(0xffffffffu, x, o))" in text and "double x" in text
+    assert cuda._identity("max", "float") == cir.Num(float("-inf"))
+
+
+def test_collapsed_gang_loops_become_one_grid_stride_loop():
+    src = example("decode_mha").c_source(target="cuda")
+    assert "__global__ void __launch_bounds__(32) moac_decode_mha_k1_partials(" in src
+    assert "for (int64_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv(n_, chunk) * B_ * h_; moac_gid += gridDim.x)" in src
+    assert "const int64_t i_ = moac_gid % h_;" in src
+    assert "moac_decode_mha_k1_partials<<<" in src and ", 32, 0, moac_stream>>>(" in src
+    assert "#pragma" not in src
+
+
+def test_the_schedule_is_the_openacc_one():
+    """The mapping is derived once: the ONF of cuda and openacc differ only in the target line."""
+    for name in ("decode_gqa", "decode_mha", "matmul"):
+        a = str(example(name).onf(target="openacc", sizes={"dk": 128, "dv": 128} if "decode" in name else {}))
+        b = str(example(name).onf(target="cuda", sizes={"dk": 128, "dv": 128} if "decode" in name else {}))
+        da = [ln for ln in a.splitlines() if "openacc" not in ln]
+        db = [ln for ln in b.splitlines() if "cuda" not in ln]
+        assert da == db, name
+        assert a != b
+
+
+def test_32_bit_cuda_kernels_take_32_bit_sizes():
+    src = example("decode_gqa").c_source(target="cuda", index_bits=32, sizes={"dk": 128, "dv": 128})
+    assert "int32_t n_" in src and "moac_decode_gqa_fits32" in src
+    assert "for (int32_t moac_gid = blockIdx.x;" in src
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", EXAMPLE_NAMES)
+def test_every_example_compiles_with_nvcc(name):
+    src = example(name).c_source(target="cuda")
+    lib = build_library(src, compile_flags("cuda", werror=True), cc="nvcc")
+    assert lib.exists()
+
+
+@needs_nvcc
+def test_decode_bf16_32bit_compiles_with_nvcc():
+    text = (example("decode_gqa").source.text.replace("input K : f32", "input K : bf16")
+            .replace("input V : f32", "input V : bf16"))
+    src = moac.parse(text, "decode_gqa_bf16.moa").c_source(target="cuda", index_bits=32, sizes={"dk": 128, "dv": 128})
+    assert build_library(src, compile_flags("cuda", werror=True), cc="nvcc").exists()
+
+
+@needs_nvcc
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine may have a GPU")
+def test_calling_without_a_gpu_is_a_device_error():
+    import numpy as np
+    k = example("matmul").compile(target="cuda")
+    x = np.ones((3, 4), np.float32)
+    with pytest.raises(DeviceError, match="NVIDIA GPU"):
+        k(A=x, B=np.ones((4, 2), np.float32), x=np.ones(4, np.float32))
