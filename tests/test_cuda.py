@@ -103,3 +103,59 @@ def test_calling_without_a_gpu_is_a_device_error():
     x = np.ones((3, 4), np.float32)
     with pytest.raises(DeviceError, match="NVIDIA GPU"):
         k(A=x, B=np.ones((4, 2), np.float32), x=np.ones(4, np.float32))
+
+
+def _run_warp(stmts, env: dict) -> dict:
+    """Execute straight-line cir on 32 lanes at once (numpy vectors), with the two warp
+    shuffles: enough to check the reductions' lane bookkeeping without a GPU."""
+    import numpy as np
+    lane = np.arange(32)
+    env = {k: np.asarray(v, dtype=np.float64) for k, v in env.items()}
+    env["moac_lane"] = lane
+
+    def ev(e):
+        match e:
+            case cir.Var(name="0xffffffffu"):
+                return None
+            case cir.Var(name=n):
+                return env[n]
+            case cir.Int(value=v) | cir.Num(value=v):
+                return np.full(32, v)
+            case cir.Bin(op=op, a=a, b=b):
+                x, y = ev(a), ev(b)
+                return {"+": lambda: x + y, "&": lambda: x.astype(int) & y.astype(int), "!=": lambda: x != y}[op]()
+            case cir.Cond(cond=c, a=a, b=b):
+                return np.where(ev(c), ev(a), ev(b))
+            case cir.Call(fn="__shfl_xor_sync", args=(_, x, o)):
+                return ev(x)[lane ^ int(ev(o)[0])]
+            case cir.Call(fn="__shfl_sync", args=(_, x, src)):
+                return ev(x)[ev(src).astype(int)]
+            case cir.Call(fn="fmaxf", args=(a, b)):
+                return np.maximum(ev(a), ev(b))
+        raise TypeError(e)
+    for s in stmts:
+        match s:
+            case cir.Decl(name=n, init=x) | cir.Assign(name=n, value=x):
+                env[n] = ev(x)
+            case cir.Block(body=b):
+                env.update(_run_warp(b, env))
+            case _:
+                raise TypeError(s)
+    return env
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 8, 13, 32])
+@pytest.mark.parametrize("op", ["add", "max"])
+def test_scatter_reduction_leaves_every_total_in_every_lane(n, op):
+    import numpy as np
+    rng = np.random.default_rng(n)
+    vals = rng.standard_normal((n, 32))
+    names = [f"a{k}" for k in range(n)]
+    counter = iter(range(1000))
+    block = cuda.scatter_reduce(op, "float", names, lambda stem: f"moac_{stem}{next(counter)}")
+    env = _run_warp((block,), {nm: vals[k] for k, nm in enumerate(names)})
+    for k, nm in enumerate(names):
+        want = vals[k].sum() if op == "add" else vals[k].max()
+        assert np.allclose(env[nm], want), (k, env[nm][:4], want)
+    shuffles = str(block).count("__shfl_xor_sync")
+    assert shuffles < 5 * n or n == 1

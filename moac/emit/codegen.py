@@ -44,10 +44,10 @@ HELPERS = (
     "    union { uint32_t u; float f; } v; v.u = u; return v.f;\n"
     "}",
     "/* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that\n"
-    " * keeps at most 64 chunks per frame (the combine merges the chunks one after another)\n"
-    " * and at most about 8192 gangs in all (enough to fill every multiprocessor many times) */\n"
+    " * keeps at most 1024 chunks per frame (the combine folds them with lanes over the chunks)\n"
+    " * and about 16384 gangs in all (enough to fill every multiprocessor many times) */\n"
     "static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {\n"
-    "    int64_t by_chunks = (tokens + 63) / 64, by_gangs = (tokens * frames + 8191) / 8192;\n"
+    "    int64_t by_chunks = (tokens + 1023) / 1024, by_gangs = (tokens * frames + 16383) / 16384;\n"
     "    int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = 16;\n"
     "    while (c < want && c < 1024) c *= 2;\n"
     "    return c;\n"

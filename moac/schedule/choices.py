@@ -6,11 +6,18 @@ from __future__ import annotations
 CHUNK = 1024         # the most tokens per gang in the split-K lifting
 
 
+CHUNKS_PER_FRAME = 1024   # the most chunks of one frame the combine merges
+GANGS = 16384             # about this many gangs: ≈ 124 one-warp gangs per multiprocessor of an H200
+
+
 def chunk_size(tokens: int, frames: int) -> int:
-    """moac_chunk: at most 64 chunks per frame, at most about 8192 gangs, 16 … 1024 tokens
-    per chunk (measured on the H200: the combine's cost grows with the chunks per frame,
-    docs/benchmarks.md)."""
-    want, c = max((tokens + 63) // 64, (tokens * frames + 8191) // 8192), 16
+    """moac_chunk: the smallest power of two in 16 … 1024 tokens per chunk that keeps at
+    most CHUNKS_PER_FRAME chunks per frame and about GANGS gangs in all (measured on the
+    H200, docs/benchmarks.md: fewer gangs leave multiprocessors idle, which the single-head
+    and shared-KV cases showed; the combine folds a frame's chunks with lanes over them,
+    so its cost grows with ⌈chunks/32⌉)."""
+    want = max((tokens + CHUNKS_PER_FRAME - 1) // CHUNKS_PER_FRAME, (tokens * frames + GANGS - 1) // GANGS)
+    c = 16
     while c < want and c < CHUNK:
         c *= 2
     return c

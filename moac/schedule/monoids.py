@@ -59,3 +59,19 @@ def lse_fold_value(g, G, read_o, read_m, ways: int = 4) -> tuple:
         total = Op("add", (total, Local(a)))
     value = Select(Op("gt", (Local("Z"), Const(0.0))), Op("div", (total, Local("Z"))), Const(0.0))
     return tuple(Let(a, Const(0.0)) for a in accs) + (main, rest), value
+
+
+def lse_fold_lanes(g, G, read_o: list, read_m, accs: list, guards: list | None = None) -> tuple:
+    """O_r = Σ_g e^{m_g − M}·o_g[r] for R outputs r at once, lanes over the partials g
+    (one vector reduction with R accumulators: the weight e^{m_g − M} is computed once
+    per partial and shared by the R outputs).  read_o[r](g) loads partial g's output r;
+    guards[r], if given, is the condition under which output r exists."""
+    from .ir import Guard
+    body = [Let("e", _exp_diff(read_m(), Local("M")))]
+    for r, acc in enumerate(accs):
+        st = Set(acc, Op("add", (Local(acc), Op("mul", (Local("e"), read_o[r](g))))))
+        cond = guards[r] if guards else None
+        body.append(st if cond is None or cond is True else Guard(cond, (st,)))
+    loop = Loop(g, G, "vector", tuple(body), reduce=(("add", tuple(accs)),),
+                note=f"Σ_g exp(m_g − M)·o_g for {len(accs)} outputs per gang, lanes over the partials g")
+    return tuple(Let(a, Const(0.0)) for a in accs) + (loop,)

@@ -39,10 +39,10 @@ static inline float moac_f16_to_f32(uint16_t h) {
 }
 __host__ __device__
 /* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that
- * keeps at most 64 chunks per frame (the combine merges the chunks one after another)
- * and at most about 8192 gangs in all (enough to fill every multiprocessor many times) */
+ * keeps at most 1024 chunks per frame (the combine folds them with lanes over the chunks)
+ * and about 16384 gangs in all (enough to fill every multiprocessor many times) */
 static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
-    int64_t by_chunks = (tokens + 63) / 64, by_gangs = (tokens * frames + 8191) / 8192;
+    int64_t by_chunks = (tokens + 1023) / 1024, by_gangs = (tokens * frames + 16383) / 16384;
     int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = 16;
     while (c < want && c < 1024) c *= 2;
     return c;
@@ -136,10 +136,22 @@ __global__ void __launch_bounds__(32) moac_decode_k1_partials(const float *__res
                 acc28 = acc28 + q1_6 * k1_35;
                 acc28 = acc28 + q1_7 * k1_36;
             }
-            acc1 = moac_warp_add_f32(acc1);
-            acc10 = moac_warp_add_f32(acc10);
-            acc19 = moac_warp_add_f32(acc19);
-            acc28 = moac_warp_add_f32(acc28);
+            /* 4 accumulators reduced across the warp: 6 exchanges, 4 broadcasts */
+            {
+                const int moac_up1 = (moac_lane & 16) != 0;
+                acc1 = (moac_up1 ? acc19 : acc1) + __shfl_xor_sync(0xffffffffu, moac_up1 ? acc1 : acc19, 16);
+                acc10 = (moac_up1 ? acc28 : acc10) + __shfl_xor_sync(0xffffffffu, moac_up1 ? acc10 : acc28, 16);
+                const int moac_up2 = (moac_lane & 8) != 0;
+                acc1 = (moac_up2 ? acc10 : acc1) + __shfl_xor_sync(0xffffffffu, moac_up2 ? acc1 : acc10, 8);
+                acc1 = acc1 + __shfl_xor_sync(0xffffffffu, acc1, 4);
+                acc1 = acc1 + __shfl_xor_sync(0xffffffffu, acc1, 2);
+                acc1 = acc1 + __shfl_xor_sync(0xffffffffu, acc1, 1);
+                float moac_tot3 = acc1;
+                acc1 = __shfl_sync(0xffffffffu, moac_tot3, 0);
+                acc10 = __shfl_sync(0xffffffffu, moac_tot3, 8);
+                acc19 = __shfl_sync(0xffffffffu, moac_tot3, 16);
+                acc28 = __shfl_sync(0xffffffffu, moac_tot3, 24);
+            }
             __syncwarp();
             float sc0 = acc1 / sqrtf((float)128);
             moac_p[t0] = sc0;
@@ -238,7 +250,7 @@ __global__ void __launch_bounds__(32) moac_decode_k1_partials(const float *__res
 __global__ void __launch_bounds__(32) moac_decode_k2_combine(float *__restrict__ moac_m_part, float *__restrict__ moac_o_part, float *__restrict__ moac_z_part, float *__restrict__ out_, int64_t chunk, int64_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < 4; moac_gid += gridDim.x) {  /* one block per gang iteration: db */
+    for (int64_t moac_gid = blockIdx.x; moac_gid < 16; moac_gid += gridDim.x) {  /* one block per gang iteration: db */
         const int64_t db = moac_gid;
         float M = -INFINITY;
         if (moac_lane != 0) {
@@ -258,25 +270,68 @@ __global__ void __launch_bounds__(32) moac_decode_k2_combine(float *__restrict__
         }
         Z = moac_warp_add_f32(Z);
         __syncwarp();
-        /* vector lanes: d = db·32 + v */
+        float o0 = 0.0f;
+        float o1 = 0.0f;
+        float o2 = 0.0f;
+        float o3 = 0.0f;
+        float o4 = 0.0f;
+        float o5 = 0.0f;
+        float o6 = 0.0f;
+        float o7 = 0.0f;
+        if (moac_lane != 0) {
+            o0 = 0.0f;
+            o1 = 0.0f;
+            o2 = 0.0f;
+            o3 = 0.0f;
+            o4 = 0.0f;
+            o5 = 0.0f;
+            o6 = 0.0f;
+            o7 = 0.0f;
+        }
+        for (int64_t g = moac_lane; g < moac_ceildiv(n_, chunk); g += 32) {  /* Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+            float e = moac_expf(moac_m_part[g] - M);
+            o0 = o0 + e * moac_o_part[g * 128 + 8 * db];
+            o1 = o1 + e * moac_o_part[g * 128 + (8 * db + 1)];
+            o2 = o2 + e * moac_o_part[g * 128 + (8 * db + 2)];
+            o3 = o3 + e * moac_o_part[g * 128 + (8 * db + 3)];
+            o4 = o4 + e * moac_o_part[g * 128 + (8 * db + 4)];
+            o5 = o5 + e * moac_o_part[g * 128 + (8 * db + 5)];
+            o6 = o6 + e * moac_o_part[g * 128 + (8 * db + 6)];
+            o7 = o7 + e * moac_o_part[g * 128 + (8 * db + 7)];
+        }
+        /* 8 accumulators reduced across the warp: 9 exchanges, 8 broadcasts */
         {
-            const int64_t v = moac_lane;
-            float o0 = 0.0f;
-            float o1 = 0.0f;
-            float o2 = 0.0f;
-            float o3 = 0.0f;
-            for (int64_t gq = 0; gq < moac_floordiv(moac_ceildiv(n_, chunk), 4); ++gq) {  /* Σ_g exp(m_g − M)·o_g, 4 partials per iteration */
-                o0 = o0 + moac_o_part[4 * gq * 128 + (32 * db + v)] * moac_expf(moac_m_part[4 * gq] - M);
-                o1 = o1 + moac_o_part[(4 * gq + 1) * 128 + (32 * db + v)] * moac_expf(moac_m_part[4 * gq + 1] - M);
-                o2 = o2 + moac_o_part[(4 * gq + 2) * 128 + (32 * db + v)] * moac_expf(moac_m_part[4 * gq + 2] - M);
-                o3 = o3 + moac_o_part[(4 * gq + 3) * 128 + (32 * db + v)] * moac_expf(moac_m_part[4 * gq + 3] - M);
-            }
-            for (int64_t g = 4 * moac_floordiv(moac_ceildiv(n_, chunk), 4); g < moac_ceildiv(n_, chunk); ++g) {  /* the last G mod 4 partials */
-                o0 = o0 + moac_o_part[g * 128 + (32 * db + v)] * moac_expf(moac_m_part[g] - M);
-            }
-            out_[32 * db + v] = Z > 0.0f ? (o0 + o1 + o2 + o3) / Z : 0.0f;
+            const int moac_up1 = (moac_lane & 16) != 0;
+            o0 = (moac_up1 ? o4 : o0) + __shfl_xor_sync(0xffffffffu, moac_up1 ? o0 : o4, 16);
+            o1 = (moac_up1 ? o5 : o1) + __shfl_xor_sync(0xffffffffu, moac_up1 ? o1 : o5, 16);
+            o2 = (moac_up1 ? o6 : o2) + __shfl_xor_sync(0xffffffffu, moac_up1 ? o2 : o6, 16);
+            o3 = (moac_up1 ? o7 : o3) + __shfl_xor_sync(0xffffffffu, moac_up1 ? o3 : o7, 16);
+            const int moac_up2 = (moac_lane & 8) != 0;
+            o0 = (moac_up2 ? o2 : o0) + __shfl_xor_sync(0xffffffffu, moac_up2 ? o0 : o2, 8);
+            o1 = (moac_up2 ? o3 : o1) + __shfl_xor_sync(0xffffffffu, moac_up2 ? o1 : o3, 8);
+            const int moac_up3 = (moac_lane & 4) != 0;
+            o0 = (moac_up3 ? o1 : o0) + __shfl_xor_sync(0xffffffffu, moac_up3 ? o0 : o1, 4);
+            o0 = o0 + __shfl_xor_sync(0xffffffffu, o0, 2);
+            o0 = o0 + __shfl_xor_sync(0xffffffffu, o0, 1);
+            float moac_tot4 = o0;
+            o0 = __shfl_sync(0xffffffffu, moac_tot4, 0);
+            o1 = __shfl_sync(0xffffffffu, moac_tot4, 4);
+            o2 = __shfl_sync(0xffffffffu, moac_tot4, 8);
+            o3 = __shfl_sync(0xffffffffu, moac_tot4, 12);
+            o4 = __shfl_sync(0xffffffffu, moac_tot4, 16);
+            o5 = __shfl_sync(0xffffffffu, moac_tot4, 20);
+            o6 = __shfl_sync(0xffffffffu, moac_tot4, 24);
+            o7 = __shfl_sync(0xffffffffu, moac_tot4, 28);
         }
         __syncwarp();
+        out_[8 * db] = Z > 0.0f ? o0 / Z : 0.0f;
+        out_[8 * db + 1] = Z > 0.0f ? o1 / Z : 0.0f;
+        out_[8 * db + 2] = Z > 0.0f ? o2 / Z : 0.0f;
+        out_[8 * db + 3] = Z > 0.0f ? o3 / Z : 0.0f;
+        out_[8 * db + 4] = Z > 0.0f ? o4 / Z : 0.0f;
+        out_[8 * db + 5] = Z > 0.0f ? o5 / Z : 0.0f;
+        out_[8 * db + 6] = Z > 0.0f ? o6 / Z : 0.0f;
+        out_[8 * db + 7] = Z > 0.0f ? o7 / Z : 0.0f;
     }
 }
 
@@ -315,8 +370,8 @@ extern "C" int moac_decode_device(const float *__restrict__ q_, const float *__r
     if (moac_ceildiv(n_, chunk) > 0)
         moac_decode_k1_partials<<<(unsigned)(moac_ceildiv(n_, chunk) < 2147483647 ? moac_ceildiv(n_, chunk) : 2147483647), 32, 0, moac_stream>>>(K_, V_, moac_m_part, moac_o_part, moac_p, moac_z_part, q_, chunk, n_);
     /* kernel k2_combine: log-sum-exp merge of the chunk partials */
-    if (4 > 0)
-        moac_decode_k2_combine<<<(unsigned)(4 < 2147483647 ? 4 : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, n_);
+    if (16 > 0)
+        moac_decode_k2_combine<<<(unsigned)(16 < 2147483647 ? 16 : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, n_);
     if (own)
         cudaFreeAsync(ws, moac_stream);
     return cudaGetLastError() == cudaSuccess ? 0 : 4;

@@ -40,10 +40,10 @@ static inline float moac_f16_to_f32(uint16_t h) {
 }
 #pragma acc routine seq
 /* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that
- * keeps at most 64 chunks per frame (the combine merges the chunks one after another)
- * and at most about 8192 gangs in all (enough to fill every multiprocessor many times) */
+ * keeps at most 1024 chunks per frame (the combine folds them with lanes over the chunks)
+ * and about 16384 gangs in all (enough to fill every multiprocessor many times) */
 static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
-    int64_t by_chunks = (tokens + 63) / 64, by_gangs = (tokens * frames + 8191) / 8192;
+    int64_t by_chunks = (tokens + 1023) / 1024, by_gangs = (tokens * frames + 16383) / 16384;
     int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = 16;
     while (c < want && c < 1024) c *= 2;
     return c;
@@ -161,7 +161,7 @@ int moac_decode_gqa_device(const float *restrict Q_, const float *restrict K_, c
     /* kernel k2_combine: log-sum-exp merge of the chunk partials */
     #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_z_part, out_)
     for (int64_t i_ = 0; i_ < g_ * hkv_; ++i_) {  /* DNF frame axis i < g·hkv */
-        for (int64_t db = 0; db < moac_ceildiv(dv_, 32); ++db) {  /* lifted output axis d: ⟨dv⟩ → ⟨⌈dv/32⌉ 32⟩ */
+        for (int64_t db = 0; db < moac_ceildiv(dv_, 8); ++db) {  /* lifted output axis d: ⟨dv⟩ → ⟨⌈dv/8⌉ 8⟩, d = 8·db + r */
             float M = -INFINITY;
             #pragma acc loop vector reduction(max:M)
             for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* global maximum M = max_g m_g */
@@ -172,26 +172,65 @@ int moac_decode_gqa_device(const float *restrict Q_, const float *restrict K_, c
             for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g */
                 Z = Z + moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + g] - M) * moac_z_part[i_ * moac_ceildiv(n_, chunk) + g];
             }
-            #pragma acc loop vector
-            for (int64_t v = 0; v < 32; ++v) {  /* vector lanes: d = db·32 + v */
-                if (32 * db + v < dv_) {
-                    float o0 = 0.0f;
-                    float o1 = 0.0f;
-                    float o2 = 0.0f;
-                    float o3 = 0.0f;
-                    #pragma acc loop seq
-                    for (int64_t gq = 0; gq < moac_floordiv(moac_ceildiv(n_, chunk), 4); ++gq) {  /* Σ_g exp(m_g − M)·o_g, 4 partials per iteration */
-                        o0 = o0 + moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + 4 * gq * dv_ + (32 * db + v)] * moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + 4 * gq] - M);
-                        o1 = o1 + moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + (4 * gq + 1) * dv_ + (32 * db + v)] * moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + (4 * gq + 1)] - M);
-                        o2 = o2 + moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + (4 * gq + 2) * dv_ + (32 * db + v)] * moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + (4 * gq + 2)] - M);
-                        o3 = o3 + moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + (4 * gq + 3) * dv_ + (32 * db + v)] * moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + (4 * gq + 3)] - M);
-                    }
-                    #pragma acc loop seq
-                    for (int64_t g = 4 * moac_floordiv(moac_ceildiv(n_, chunk), 4); g < moac_ceildiv(n_, chunk); ++g) {  /* the last G mod 4 partials */
-                        o0 = o0 + moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (32 * db + v)] * moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + g] - M);
-                    }
-                    out_[i_ * dv_ + (32 * db + v)] = Z > 0.0f ? (o0 + o1 + o2 + o3) / Z : 0.0f;
+            float o0 = 0.0f;
+            float o1 = 0.0f;
+            float o2 = 0.0f;
+            float o3 = 0.0f;
+            float o4 = 0.0f;
+            float o5 = 0.0f;
+            float o6 = 0.0f;
+            float o7 = 0.0f;
+            #pragma acc loop vector reduction(+:o0, o1, o2, o3, o4, o5, o6, o7)
+            for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+                float e = moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + g] - M);
+                if (8 * db < dv_) {
+                    o0 = o0 + e * moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + 8 * db];
                 }
+                if (8 * db + 1 < dv_) {
+                    o1 = o1 + e * moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 1)];
+                }
+                if (8 * db + 2 < dv_) {
+                    o2 = o2 + e * moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 2)];
+                }
+                if (8 * db + 3 < dv_) {
+                    o3 = o3 + e * moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 3)];
+                }
+                if (8 * db + 4 < dv_) {
+                    o4 = o4 + e * moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 4)];
+                }
+                if (8 * db + 5 < dv_) {
+                    o5 = o5 + e * moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 5)];
+                }
+                if (8 * db + 6 < dv_) {
+                    o6 = o6 + e * moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 6)];
+                }
+                if (8 * db + 7 < dv_) {
+                    o7 = o7 + e * moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 7)];
+                }
+            }
+            if (8 * db < dv_) {
+                out_[i_ * dv_ + 8 * db] = Z > 0.0f ? o0 / Z : 0.0f;
+            }
+            if (8 * db + 1 < dv_) {
+                out_[i_ * dv_ + (8 * db + 1)] = Z > 0.0f ? o1 / Z : 0.0f;
+            }
+            if (8 * db + 2 < dv_) {
+                out_[i_ * dv_ + (8 * db + 2)] = Z > 0.0f ? o2 / Z : 0.0f;
+            }
+            if (8 * db + 3 < dv_) {
+                out_[i_ * dv_ + (8 * db + 3)] = Z > 0.0f ? o3 / Z : 0.0f;
+            }
+            if (8 * db + 4 < dv_) {
+                out_[i_ * dv_ + (8 * db + 4)] = Z > 0.0f ? o4 / Z : 0.0f;
+            }
+            if (8 * db + 5 < dv_) {
+                out_[i_ * dv_ + (8 * db + 5)] = Z > 0.0f ? o5 / Z : 0.0f;
+            }
+            if (8 * db + 6 < dv_) {
+                out_[i_ * dv_ + (8 * db + 6)] = Z > 0.0f ? o6 / Z : 0.0f;
+            }
+            if (8 * db + 7 < dv_) {
+                out_[i_ * dv_ + (8 * db + 7)] = Z > 0.0f ? o7 / Z : 0.0f;
             }
         }
     }

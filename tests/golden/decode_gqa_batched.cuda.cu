@@ -38,10 +38,10 @@ static inline float moac_f16_to_f32(uint16_t h) {
 }
 __host__ __device__
 /* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that
- * keeps at most 64 chunks per frame (the combine merges the chunks one after another)
- * and at most about 8192 gangs in all (enough to fill every multiprocessor many times) */
+ * keeps at most 1024 chunks per frame (the combine folds them with lanes over the chunks)
+ * and about 16384 gangs in all (enough to fill every multiprocessor many times) */
 static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
-    int64_t by_chunks = (tokens + 63) / 64, by_gangs = (tokens * frames + 8191) / 8192;
+    int64_t by_chunks = (tokens + 1023) / 1024, by_gangs = (tokens * frames + 16383) / 16384;
     int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = 16;
     while (c < want && c < 1024) c *= 2;
     return c;
@@ -88,10 +88,22 @@ __global__ void __launch_bounds__(32) moac_decode_gqa_batched_k1_partials(const 
                 acc3 = acc3 + Q_[i_ * (g_ * hkv_) * dk_ + j_ * dk_ + p_] * K_[i_ * hkv_ * n_ * dk_ + j_ / g_ * n_ * dk_ + t2 * dk_ + p_];
                 acc4 = acc4 + Q_[i_ * (g_ * hkv_) * dk_ + j_ * dk_ + p_] * K_[i_ * hkv_ * n_ * dk_ + j_ / g_ * n_ * dk_ + t3 * dk_ + p_];
             }
-            acc1 = moac_warp_add_f32(acc1);
-            acc2 = moac_warp_add_f32(acc2);
-            acc3 = moac_warp_add_f32(acc3);
-            acc4 = moac_warp_add_f32(acc4);
+            /* 4 accumulators reduced across the warp: 6 exchanges, 4 broadcasts */
+            {
+                const int moac_up1 = (moac_lane & 16) != 0;
+                acc1 = (moac_up1 ? acc3 : acc1) + __shfl_xor_sync(0xffffffffu, moac_up1 ? acc1 : acc3, 16);
+                acc2 = (moac_up1 ? acc4 : acc2) + __shfl_xor_sync(0xffffffffu, moac_up1 ? acc2 : acc4, 16);
+                const int moac_up2 = (moac_lane & 8) != 0;
+                acc1 = (moac_up2 ? acc2 : acc1) + __shfl_xor_sync(0xffffffffu, moac_up2 ? acc1 : acc2, 8);
+                acc1 = acc1 + __shfl_xor_sync(0xffffffffu, acc1, 4);
+                acc1 = acc1 + __shfl_xor_sync(0xffffffffu, acc1, 2);
+                acc1 = acc1 + __shfl_xor_sync(0xffffffffu, acc1, 1);
+                float moac_tot3 = acc1;
+                acc1 = __shfl_sync(0xffffffffu, moac_tot3, 0);
+                acc2 = __shfl_sync(0xffffffffu, moac_tot3, 8);
+                acc3 = __shfl_sync(0xffffffffu, moac_tot3, 16);
+                acc4 = __shfl_sync(0xffffffffu, moac_tot3, 24);
+            }
             __syncwarp();
             float sc0 = acc1 / sqrtf((float)dk_);
             moac_p[i_ * (g_ * hkv_) * (chunk * moac_ceildiv(n_, chunk)) + j_ * (chunk * moac_ceildiv(n_, chunk)) + t0] = sc0;
@@ -152,10 +164,10 @@ __global__ void __launch_bounds__(32) moac_decode_gqa_batched_k1_partials(const 
 __global__ void __launch_bounds__(32) moac_decode_gqa_batched_k2_combine(float *__restrict__ moac_m_part, float *__restrict__ moac_o_part, float *__restrict__ moac_z_part, float *__restrict__ out_, int64_t B_, int64_t chunk, int64_t dv_, int64_t g_, int64_t hkv_, int64_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < B_ * (g_ * hkv_) * moac_ceildiv(dv_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_, db */
-        const int64_t i_ = moac_gid / moac_ceildiv(dv_, 32) / (g_ * hkv_);
-        const int64_t j_ = moac_gid / moac_ceildiv(dv_, 32) % (g_ * hkv_);
-        const int64_t db = moac_gid % moac_ceildiv(dv_, 32);
+    for (int64_t moac_gid = blockIdx.x; moac_gid < B_ * (g_ * hkv_) * moac_ceildiv(dv_, 8); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_, db */
+        const int64_t i_ = moac_gid / moac_ceildiv(dv_, 8) / (g_ * hkv_);
+        const int64_t j_ = moac_gid / moac_ceildiv(dv_, 8) % (g_ * hkv_);
+        const int64_t db = moac_gid % moac_ceildiv(dv_, 8);
         float M = -INFINITY;
         if (moac_lane != 0) {
             M = -INFINITY;
@@ -174,27 +186,100 @@ __global__ void __launch_bounds__(32) moac_decode_gqa_batched_k2_combine(float *
         }
         Z = moac_warp_add_f32(Z);
         __syncwarp();
-        /* vector lanes: k = db·32 + v */
-        {
-            const int64_t v = moac_lane;
-            if (32 * db + v < dv_) {
-                float o0 = 0.0f;
-                float o1 = 0.0f;
-                float o2 = 0.0f;
-                float o3 = 0.0f;
-                for (int64_t gq = 0; gq < moac_floordiv(moac_ceildiv(n_, chunk), 4); ++gq) {  /* Σ_g exp(m_g − M)·o_g, 4 partials per iteration */
-                    o0 = o0 + moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + 4 * gq * dv_ + (32 * db + v)] * moac_expf(moac_m_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) + j_ * moac_ceildiv(n_, chunk) + 4 * gq] - M);
-                    o1 = o1 + moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + (4 * gq + 1) * dv_ + (32 * db + v)] * moac_expf(moac_m_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) + j_ * moac_ceildiv(n_, chunk) + (4 * gq + 1)] - M);
-                    o2 = o2 + moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + (4 * gq + 2) * dv_ + (32 * db + v)] * moac_expf(moac_m_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) + j_ * moac_ceildiv(n_, chunk) + (4 * gq + 2)] - M);
-                    o3 = o3 + moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + (4 * gq + 3) * dv_ + (32 * db + v)] * moac_expf(moac_m_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) + j_ * moac_ceildiv(n_, chunk) + (4 * gq + 3)] - M);
-                }
-                for (int64_t g = 4 * moac_floordiv(moac_ceildiv(n_, chunk), 4); g < moac_ceildiv(n_, chunk); ++g) {  /* the last G mod 4 partials */
-                    o0 = o0 + moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (32 * db + v)] * moac_expf(moac_m_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) + j_ * moac_ceildiv(n_, chunk) + g] - M);
-                }
-                out_[i_ * (g_ * hkv_) * dv_ + j_ * dv_ + (32 * db + v)] = Z > 0.0f ? (o0 + o1 + o2 + o3) / Z : 0.0f;
+        float o0 = 0.0f;
+        float o1 = 0.0f;
+        float o2 = 0.0f;
+        float o3 = 0.0f;
+        float o4 = 0.0f;
+        float o5 = 0.0f;
+        float o6 = 0.0f;
+        float o7 = 0.0f;
+        if (moac_lane != 0) {
+            o0 = 0.0f;
+            o1 = 0.0f;
+            o2 = 0.0f;
+            o3 = 0.0f;
+            o4 = 0.0f;
+            o5 = 0.0f;
+            o6 = 0.0f;
+            o7 = 0.0f;
+        }
+        for (int64_t g = moac_lane; g < moac_ceildiv(n_, chunk); g += 32) {  /* Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+            float e = moac_expf(moac_m_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) + j_ * moac_ceildiv(n_, chunk) + g] - M);
+            if (8 * db < dv_) {
+                o0 = o0 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + 8 * db];
+            }
+            if (8 * db + 1 < dv_) {
+                o1 = o1 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 1)];
+            }
+            if (8 * db + 2 < dv_) {
+                o2 = o2 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 2)];
+            }
+            if (8 * db + 3 < dv_) {
+                o3 = o3 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 3)];
+            }
+            if (8 * db + 4 < dv_) {
+                o4 = o4 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 4)];
+            }
+            if (8 * db + 5 < dv_) {
+                o5 = o5 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 5)];
+            }
+            if (8 * db + 6 < dv_) {
+                o6 = o6 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 6)];
+            }
+            if (8 * db + 7 < dv_) {
+                o7 = o7 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 7)];
             }
         }
+        /* 8 accumulators reduced across the warp: 9 exchanges, 8 broadcasts */
+        {
+            const int moac_up1 = (moac_lane & 16) != 0;
+            o0 = (moac_up1 ? o4 : o0) + __shfl_xor_sync(0xffffffffu, moac_up1 ? o0 : o4, 16);
+            o1 = (moac_up1 ? o5 : o1) + __shfl_xor_sync(0xffffffffu, moac_up1 ? o1 : o5, 16);
+            o2 = (moac_up1 ? o6 : o2) + __shfl_xor_sync(0xffffffffu, moac_up1 ? o2 : o6, 16);
+            o3 = (moac_up1 ? o7 : o3) + __shfl_xor_sync(0xffffffffu, moac_up1 ? o3 : o7, 16);
+            const int moac_up2 = (moac_lane & 8) != 0;
+            o0 = (moac_up2 ? o2 : o0) + __shfl_xor_sync(0xffffffffu, moac_up2 ? o0 : o2, 8);
+            o1 = (moac_up2 ? o3 : o1) + __shfl_xor_sync(0xffffffffu, moac_up2 ? o1 : o3, 8);
+            const int moac_up3 = (moac_lane & 4) != 0;
+            o0 = (moac_up3 ? o1 : o0) + __shfl_xor_sync(0xffffffffu, moac_up3 ? o0 : o1, 4);
+            o0 = o0 + __shfl_xor_sync(0xffffffffu, o0, 2);
+            o0 = o0 + __shfl_xor_sync(0xffffffffu, o0, 1);
+            float moac_tot4 = o0;
+            o0 = __shfl_sync(0xffffffffu, moac_tot4, 0);
+            o1 = __shfl_sync(0xffffffffu, moac_tot4, 4);
+            o2 = __shfl_sync(0xffffffffu, moac_tot4, 8);
+            o3 = __shfl_sync(0xffffffffu, moac_tot4, 12);
+            o4 = __shfl_sync(0xffffffffu, moac_tot4, 16);
+            o5 = __shfl_sync(0xffffffffu, moac_tot4, 20);
+            o6 = __shfl_sync(0xffffffffu, moac_tot4, 24);
+            o7 = __shfl_sync(0xffffffffu, moac_tot4, 28);
+        }
         __syncwarp();
+        if (8 * db < dv_) {
+            out_[i_ * (g_ * hkv_) * dv_ + j_ * dv_ + 8 * db] = Z > 0.0f ? o0 / Z : 0.0f;
+        }
+        if (8 * db + 1 < dv_) {
+            out_[i_ * (g_ * hkv_) * dv_ + j_ * dv_ + (8 * db + 1)] = Z > 0.0f ? o1 / Z : 0.0f;
+        }
+        if (8 * db + 2 < dv_) {
+            out_[i_ * (g_ * hkv_) * dv_ + j_ * dv_ + (8 * db + 2)] = Z > 0.0f ? o2 / Z : 0.0f;
+        }
+        if (8 * db + 3 < dv_) {
+            out_[i_ * (g_ * hkv_) * dv_ + j_ * dv_ + (8 * db + 3)] = Z > 0.0f ? o3 / Z : 0.0f;
+        }
+        if (8 * db + 4 < dv_) {
+            out_[i_ * (g_ * hkv_) * dv_ + j_ * dv_ + (8 * db + 4)] = Z > 0.0f ? o4 / Z : 0.0f;
+        }
+        if (8 * db + 5 < dv_) {
+            out_[i_ * (g_ * hkv_) * dv_ + j_ * dv_ + (8 * db + 5)] = Z > 0.0f ? o5 / Z : 0.0f;
+        }
+        if (8 * db + 6 < dv_) {
+            out_[i_ * (g_ * hkv_) * dv_ + j_ * dv_ + (8 * db + 6)] = Z > 0.0f ? o6 / Z : 0.0f;
+        }
+        if (8 * db + 7 < dv_) {
+            out_[i_ * (g_ * hkv_) * dv_ + j_ * dv_ + (8 * db + 7)] = Z > 0.0f ? o7 / Z : 0.0f;
+        }
     }
 }
 
@@ -227,8 +312,8 @@ extern "C" int moac_decode_gqa_batched_device(const float *__restrict__ Q_, cons
     if (moac_ceildiv(n_, chunk) * B_ * (g_ * hkv_) > 0)
         moac_decode_gqa_batched_k1_partials<<<(unsigned)(moac_ceildiv(n_, chunk) * B_ * (g_ * hkv_) < 2147483647 ? moac_ceildiv(n_, chunk) * B_ * (g_ * hkv_) : 2147483647), 32, 0, moac_stream>>>(K_, Q_, V_, moac_m_part, moac_o_part, moac_p, moac_z_part, B_, chunk, dk_, dv_, g_, hkv_, n_);
     /* kernel k2_combine: log-sum-exp merge of the chunk partials */
-    if (B_ * (g_ * hkv_) * moac_ceildiv(dv_, 32) > 0)
-        moac_decode_gqa_batched_k2_combine<<<(unsigned)(B_ * (g_ * hkv_) * moac_ceildiv(dv_, 32) < 2147483647 ? B_ * (g_ * hkv_) * moac_ceildiv(dv_, 32) : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, B_, chunk, dv_, g_, hkv_, n_);
+    if (B_ * (g_ * hkv_) * moac_ceildiv(dv_, 8) > 0)
+        moac_decode_gqa_batched_k2_combine<<<(unsigned)(B_ * (g_ * hkv_) * moac_ceildiv(dv_, 8) < 2147483647 ? B_ * (g_ * hkv_) * moac_ceildiv(dv_, 8) : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, B_, chunk, dv_, g_, hkv_, n_);
     if (own)
         cudaFreeAsync(ws, moac_stream);
     return cudaGetLastError() == cudaSuccess ? 0 : 4;

@@ -15,14 +15,16 @@ import sympy as sp
 
 from ...dnf import fmt_index, reads
 from ..index import internal
-from ..ir import Choice, Guard, Kernel, LetIndex, Lift, Local, Loop, Read, Serial, Store
-from ..choices import CHUNK
+from ..ir import Choice, Const, Guard, Kernel, LetIndex, Lift, Local, Loop, Op, Read, Select, Serial, Store
+from ..choices import CHUNK, CHUNKS_PER_FRAME, GANGS
 from ..lower import Names, logical, read
-from ..monoids import lse_fold_scale, lse_fold_value
+from ..monoids import lse_fold_lanes, lse_fold_scale
 from . import generic
 from .generic import VECTOR, gang_nest, outer_reductions
 from .softmax_match import SoftmaxContraction, match_softmax
 from .split_k_passes import exp_sum, max_init, midx, scores, weighted_sum
+
+COMBINE_REGS = 8     # outputs of the last axis per combine gang (d = 8·db + r)
 
 NAME = "split-K"
 
@@ -94,7 +96,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     l = at.l
     ctx.choices.append(Choice(C, "moac_chunk", (N, fsize)))
     ctx.notes.append(f"chunk = moac_chunk({fmt_index(N)}, {fmt_index(fsize)}): tokens per gang, a power of two in "
-                     f"16 … {CHUNK} chosen at run time: at most 64 chunks per frame, at most about 8192 gangs")
+                     f"16 … {CHUNK} chosen at run time: at most {CHUNKS_PER_FRAME} chunks per frame, about {GANGS} gangs")
     ctx.add_buffer(at.out.name, "output", ctx.spec(tuple(at.out.shape)))
     ctx.add_buffer("@m_part", "scratch", frame_ext + (G,))
     ctx.add_buffer("@z_part", "scratch", frame_ext + (G,))
@@ -142,35 +144,45 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     ctx.kernels.append(Kernel("k1_partials", "per-chunk partials of the softmax contraction (max, sum, weighted sum)"
                               + (f", {M} heads per gang" if M > 1 else ""), domain, nest))
 
-    # ---- kernel 2: the lse fold of the chunk partials
+    # ---- kernel 2: the lse fold of the chunk partials, lanes over the partials g and
+    # COMBINE_REGS outputs of the last axis per gang (d = R·db + r): the fold of G
+    # partials takes ⌈G/32⌉ steps per lane, however many chunks there are
     mf = tuple(frame) + (g,)
     scale = lse_fold_scale(g, G, lambda: read("@m_part", mf), lambda: read("@z_part", mf))
-    last, n_last = (rest[-1], rest_ext[-1]) if rest else (None, None)
-    v, db = internal("v"), internal("db")
-    sub = {last: db * VECTOR + v} if rest else {}
-    back = {v: last, db: 0} if rest else {}
-    out_idx = tuple(sp.sympify(x).xreplace(sub) for x in at.out.vars)
-    o_idx = tuple(frame) + (g,) + tuple(sp.sympify(x).xreplace(sub) for x in rest)
-
-    def part_read(array: str, index: tuple, gx):
-        """A partial's read at chunk gx, counted in the DNF's variables (gx stands for g)."""
-        return Read(array, tuple(sp.sympify(i).xreplace({g: gx}) for i in index),
-                    tuple(sp.expand(sp.sympify(i).xreplace(back)) for i in index))
-    fold, value = lse_fold_value(g, G, lambda gx: part_read("@o_part", o_idx, gx),
-                                 lambda gx: part_read("@m_part", mf, gx))
-    body4: tuple = fold + (Store(at.out.name, out_idx, logical(out_idx, back), value),)
     loops2 = [(x, n, f"DNF frame axis {x.name} < {fmt_index(n)}", sp.Integer(0)) for x, n in zip(frame, frame_ext)]
     if rest:
-        guarded = not (sp.Eq(sp.Mod(n_last, VECTOR), 0) is sp.true)
-        lane_body = (Guard(sp.StrictLessThan(db * VECTOR + v, n_last), body4),) if guarded else body4
-        body4 = (Loop(v, VECTOR, "vector", lane_body, note=f"vector lanes: {last.name} = db·{VECTOR} + v",
-                      trip=sp.Integer(VECTOR)),)
+        last, n_last = rest[-1], rest_ext[-1]
+        n_int = sp.sympify(n_last)
+        R = min(COMBINE_REGS, int(n_int)) if n_int.is_Integer else COMBINE_REGS
+        db = internal("db")
+        guarded = not (sp.Eq(sp.Mod(n_last, R), 0) is sp.true)
+        outs = [R * db + r for r in range(R)]
+        accs = [f"o{r}" for r in range(R)]
+        conds = [sp.StrictLessThan(d, n_last) if guarded else True for d in outs]
+
+        def o_read(d):
+            idx = tuple(frame) + (g,) + tuple(rest[:-1]) + (d,)
+            return lambda gx: Read("@o_part", tuple(sp.sympify(i).xreplace({g: gx}) for i in idx),
+                                   tuple(frame) + (g,) + tuple(rest))
+        fold = lse_fold_lanes(g, G, [o_read(d) for d in outs], lambda: read("@m_part", mf), accs, conds)
+        stores = []
+        for d, acc, cond in zip(outs, accs, conds):
+            out_idx = tuple(sp.sympify(x).xreplace({last: d}) for x in at.out.vars)
+            value = Select(Op("gt", (Local("Z"), Const(0.0))), Op("div", (Local(acc), Local("Z"))), Const(0.0))
+            st = Store(at.out.name, out_idx, tuple(at.out.vars), value)
+            stores.append(st if cond is True else Guard(cond, (st,)))
+        body4: tuple = fold + tuple(stores)
         for x, n in reversed(list(zip(rest[:-1], rest_ext[:-1]))):
             body4 = (Loop(x, n, "seq", body4, note=f"DNF axis {x.name} < {fmt_index(n)}"),)
-        loops2.append((db, sp.ceiling(n_last / VECTOR), f"lifted output axis {last.name}: ⟨{fmt_index(n_last)}⟩ → "
-                       f"⟨⌈{fmt_index(n_last)}/{VECTOR}⌉ {VECTOR}⟩", sp.Integer(0), n_last / VECTOR))
-        ctx.lifts.append(Lift(last.name, n_last, VECTOR, "db", "v", guarded,
-                              f"combine kernel: gang × vector, {last.name} = db·{VECTOR} + v"))
+        loops2.append((db, sp.ceiling(n_last / R), f"lifted output axis {last.name}: ⟨{fmt_index(n_last)}⟩ → "
+                       f"⟨⌈{fmt_index(n_last)}/{R}⌉ {R}⟩, {last.name} = {R}·db + r", sp.Integer(0), n_last / R))
+        ctx.lifts.append(Lift(last.name, n_last, R, "db", "r", guarded,
+                              f"combine kernel: gang × registers, {last.name} = db·{R} + r; lanes over the partials"))
+    else:
+        fold = lse_fold_lanes(g, G, [lambda gx: read("@o_part", tuple(frame) + (gx,))], lambda: read("@m_part", mf),
+                              ["o0"])
+        value = Select(Op("gt", (Local("Z"), Const(0.0))), Op("div", (Local("o0"), Local("Z"))), Const(0.0))
+        body4 = fold + (Store(at.out.name, tuple(at.out.vars), tuple(at.out.vars), value),)
     nest2 = gang_nest(loops2, scale + body4) if loops2 else (Serial(scale + body4),)
     domain2 = tuple(zip(frame, frame_ext)) + ((g, G),) + tuple(zip(rest, rest_ext))
     ctx.kernels.append(Kernel("k2_combine", "log-sum-exp merge of the chunk partials", domain2, nest2))
