@@ -33,7 +33,8 @@ CASES = [
 # suffix, target, flags
 VARIANTS = [("", "openacc", []), ("-acc32", "openacc", ["--index-bits", "32"]),
             ("-cuda", "cuda", []), ("-cuda32", "cuda", ["--index-bits", "32"])]
-GQA_VARIANTS = [("-share", "openacc", ["--share-kv"]), ("-cuda32-share", "cuda", ["--share-kv", "--index-bits", "32"])]
+GQA_VARIANTS = [("-share", "openacc", ["--share-kv"]), ("-acc32-share", "openacc", ["--share-kv", "--index-bits", "32"]),
+                ("-cuda-share", "cuda", ["--share-kv"]), ("-cuda32-share", "cuda", ["--share-kv", "--index-bits", "32"])]
 
 # --sweep: tokens in flight per warp (score pass --unroll U, weighted sum --unroll-wsum T)
 SWEEP = {

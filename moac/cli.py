@@ -71,12 +71,15 @@ def main(argv: list[str] | None = None) -> int:
                                 "words in flight per lane)")
             p.add_argument("--mapping", choices=("auto", "naive"), default="auto",
                            help="loop-to-hardware mapping (naive: vector lanes over reduction axes)")
-            p.add_argument("--share-kv", action="store_true",
-                           help="split-K: query heads that read the same K/V rows (GQA) share a gang")
+            p.add_argument("--share-kv", action=argparse.BooleanOptionalAction, default=True,
+                           help="split-K: query heads that read the same K/V rows (GQA) share a gang, so each "
+                                "row is loaded once (default; --no-share-kv: one gang per query head)")
             p.add_argument("--pack", choices=("auto", "none"), default="auto",
                            help="packed 8-byte loads where the register-stride lifting allows (default auto)")
-            p.add_argument("--index-bits", type=int, choices=(64, 32), default=64,
-                           help="width of index arithmetic; 32 checks at run time that every buffer fits")
+            p.add_argument("--index-bits", type=int, choices=(0, 64, 32), default=0,
+                           help="width of index arithmetic: 0 (default) 32-bit kernels where every buffer has "
+                                "fewer than 2^31 elements, checked at run time, else 64-bit ones; 32 or 64 only "
+                                "that width (32 refuses sizes that do not fit)")
             p.add_argument("--unroll-wsum", type=_count(1), default=1, metavar="T",
                            help="tokens per iteration of the packed weighted sum in the split-K plan (default 1)")
 

@@ -117,16 +117,21 @@ def test_each_reduction_checks_its_own_streams():
                                          ("decode_step", {"dk": 64, "dv": 64}), ("reshape", {})])
 def test_32_bit_indices_compute_the_same(name, sizes, target):
     prog = moac.load(ROOT / "examples" / f"{name}.moa")
-    k64 = prog.compile(target=target, sizes=sizes)
+    k64 = prog.compile(target=target, sizes=sizes, index_bits=64)
     k32 = prog.compile(target=target, sizes=sizes, index_bits=32)
+    auto = prog.compile(target=target, sizes=sizes)        # 32-bit where proven or checked, else 64
     assert "int32_t" in k32.c_source and "_fits32(" in k32.c_source and "_fits32(" not in k64.c_source
+    if target == "openacc" and name != "reshape":          # a device target and run-time sizes: both kernels
+        assert "_fits32(" in auto.c_source and "for (int64_t " in auto.c_source and "for (int32_t " in auto.c_source
     run = {"decode_step": {"N": 20, "n": 7}}.get(name, {})
     arrays, all_sizes = random_inputs(prog, {**sizes, **run}, 5)
     by_name = {k: v for k, v in all_sizes.items() if k in k64.onf.params}    # as moac check passes them
     a = k64(**{k: v.copy() for k, v in arrays.items()}, **by_name)
     b = k32(**{k: v.copy() for k, v in arrays.items()}, **by_name)
+    c = auto(**{k: v.copy() for k, v in arrays.items()}, **by_name)
     for out in a:
         np.testing.assert_array_equal(a[out], b[out])
+        np.testing.assert_array_equal(a[out], c[out])
 
 
 def test_32_bit_indices_refuse_sizes_that_do_not_fit():

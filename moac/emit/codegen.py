@@ -147,9 +147,9 @@ def _helpers32() -> tuple:
     return tuple(out)
 
 
-def _body(unit: CUnit, indent: int) -> str:
+def _body(unit: CUnit, indent: int, kernels: tuple | None = None) -> str:
     lines: list[str] = []
-    for k in unit.kernels:
+    for k in unit.kernels if kernels is None else kernels:
         lines.append(f"{'    ' * indent}/* kernel {k.name}: {k.comment} */")
         for ln in cir.stmts(k.code, unit.ctype, indent=indent):
             lines.append(ln.rstrip())
@@ -166,7 +166,7 @@ def context(unit: CUnit, sig: Signature, target, helper_prefix: str | None = Non
     prologue = "\n".join(cir.stmts(unit.prologue, unit.ctype, indent=1))
     return dict(
         version=__version__, filename=unit.filename, target=unit.target, plan=unit.plan,
-        summary=unit.summary, device_entry=target.device_entry, helpers=HELPERS + (_helpers32() if unit.index_bits == 32 else ())
+        summary=unit.summary, device_entry=target.device_entry, helpers=HELPERS + (_helpers32() if unit.index_bits in (0, 32) else ())
         + tuple(OPTIONAL_HELPERS[h] for h in unit.helpers), helper_prefix=helper_prefix or target.helper_prefix,
         model_macro=target.model_macro, header=target.header, device_malloc=target.device_malloc,
         device_free=target.device_free,
@@ -177,10 +177,11 @@ def context(unit: CUnit, sig: Signature, target, helper_prefix: str | None = Non
         dev_arrays=dev_arrays, dev_args=dev_args, on_device=target.on_device,
         copy_to_device=target.copy_to_device, copy_from_device=target.copy_from_device,
         prologue=prologue, prologue_vars=[d.name for d in unit.prologue if isinstance(d, cir.Decl)],
-        body=_body(unit, 1), aligned=unit.aligned,
+        body=_body(unit, 2 if unit.index_bits == 0 else 1), aligned=unit.aligned, dual=unit.index_bits == 0,
+        body32=_body(unit, 3, unit.kernels32) if unit.index_bits == 0 else "",
         narrow=([p.cname for p in sig.params if p.kind == "size"] + [d.name for d in unit.prologue
                                                                       if isinstance(d, cir.Decl)])
-        if unit.index_bits == 32 else [],
+        if unit.index_bits in (0, 32) else [],
         counts=list(unit.sizes.values()), linkage="",
     )
 

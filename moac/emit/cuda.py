@@ -242,16 +242,17 @@ def _total(chain):
     return t
 
 
-def split(unit, fname: str, array_types: dict, scalar_types: dict):
-    """The kernels of a C unit as host code (launches in place of the device regions) and
-    the regions themselves.  `array_types`: C name -> (element ctype, read-only);
-    `scalar_types`: host scalars in scope -> ctype."""
+def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict, scalar_types: dict,
+          tag: str = ""):
+    """C-unit kernels as host code (launches in place of the device regions) and the
+    regions themselves, named FNAME_KERNEL[TAG].  `array_types`: C name -> (element ctype,
+    read-only); `scalar_types`: host scalars in scope -> ctype; `itype`: index type."""
     regions: list[Region] = []
     warp: dict = {}
+    comments: dict = {}
 
     def region(name: str, code: tuple, chain) -> cir.Raw:
-        lanes = _Lanes(unit.ctype)
-        itype = "int32_t" if unit.index_bits == 32 else "int64_t"
+        lanes = _Lanes(ctype)
         if chain:
             total = _total(chain)
             body = (cir.For("moac_gid", total, tuple(_decompose(chain, itype)) + lanes.stmts(code),
@@ -282,15 +283,20 @@ def split(unit, fname: str, array_types: dict, scalar_types: dict):
         return cir.Raw(f"if ({tot} > 0)\n    {name}<<<(unsigned)({tot} < 2147483647 ? {tot} : 2147483647), "
                        f"{LANES}, 0, moac_stream>>>({args});")
 
+    def name_for(kname: str) -> str:
+        base = f"{fname}_{kname}"
+        taken = sum(1 for r in regions if r.name.startswith(base))
+        return base + (f"_{taken}" if taken else "") + tag
+
     def host(body, kname: str, scope: dict) -> tuple:
         out = []
         for s in body:
             match s:
                 case cir.For(level="gang"):
                     chain, inner = _gang_chain(s)
-                    out.append(region(f"{fname}_{kname}" + (f"_{len(regions)}" if any(r.name.startswith(f"{fname}_{kname}") for r in regions) else ""), inner, chain))
+                    out.append(region(name_for(kname), inner, chain))
                 case cir.Block(level="serial", body=b):
-                    out.append(region(f"{fname}_{kname}" + (f"_{len(regions)}" if any(r.name.startswith(f"{fname}_{kname}") for r in regions) else ""), b, None))
+                    out.append(region(name_for(kname), b, None))
                 case cir.Block(body=b):
                     out.append(dataclasses.replace(s, body=host(b, kname, dict(scope)), pragma=None))
                 case cir.If(then=t, other=o):
@@ -303,9 +309,12 @@ def split(unit, fname: str, array_types: dict, scalar_types: dict):
         return tuple(out)
 
     host_code = []
-    for k in unit.kernels:
+    for k in kernels:
+        n = len(regions)
         host_code.append((k, host(k.code, k.name, {})))
-    return host_code, regions, warp
+        for r in regions[n:]:
+            comments[r.name] = f"kernel {k.name}: {k.comment}" + (" (32-bit indices)" if itype == "int32_t" else "")
+    return host_code, regions, warp, comments
 
 
 WORD_HELPER = ("/* one 8-byte word of a read-only array (a packed load through the read-only path) */\n"
@@ -322,21 +331,25 @@ def to_cuda(unit, sig, target) -> str:
     entry launching them on a stream, a host entry copying host arrays."""
     from .codegen import OPTIONAL_HELPERS, context, template
     ctx = context(unit, sig, target, helper_prefix="__host__ __device__")
-    itype = "int32_t" if unit.index_bits == 32 else "int64_t"
     arrays = {p.cname: (p.ctype, p.kind == "input") for p in sig.params if p.kind != "size"}
     arrays.update({s.cname: (unit.ctype, False) for s in unit.scratch})
-    scalars = {p.cname: itype for p in sig.params if p.kind == "size"}
-    scalars.update({d.name: itype for d in unit.prologue if isinstance(d, cir.Decl)})
-    host_code, regions, warp = split(unit, sig.fname, arrays, scalars)
-    comments = {}
-    lines: list[str] = []
-    for k, code in host_code:
-        lines.append(f"    /* kernel {k.name}: {k.comment} */")
-        lines += [ln.rstrip() for ln in cir.stmts(code, unit.ctype, indent=1)]
-    for k in unit.kernels:
-        for r in regions:
-            if r.name.startswith(f"{sig.fname}_{k.name}"):
-                comments[r.name] = f"kernel {k.name}: {k.comment}"
+    variants = [(unit.kernels, "int32_t" if unit.index_bits == 32 else "int64_t", "",
+                 2 if unit.index_bits == 0 else 1)]
+    if unit.index_bits == 0:
+        variants.append((unit.kernels32, "int32_t", "_i32", 3))
+    regions, warp, comments, bodies = [], {}, {}, []
+    for kernels, itype, tag, indent in variants:
+        scalars = {p.cname: itype for p in sig.params if p.kind == "size"}
+        scalars.update({d.name: itype for d in unit.prologue if isinstance(d, cir.Decl)})
+        host_code, rs, w, cm = split(kernels, unit.ctype, itype, sig.fname, arrays, scalars, tag)
+        regions += rs
+        warp.update(w)
+        comments.update(cm)
+        lines: list[str] = []
+        for k, code in host_code:
+            lines.append(f"{'    ' * indent}/* kernel {k.name}: {k.comment} */")
+            lines += [ln.rstrip() for ln in cir.stmts(code, unit.ctype, indent=indent)]
+        bodies.append("\n".join(lines))
     ctx.update(
         helpers=tuple(h for h in ctx["helpers"] if h != OPTIONAL_HELPERS["moac_word"]),
         device_helpers=((WORD_HELPER,) if "moac_word" in unit.helpers else ()) + tuple(warp.values()),
@@ -344,7 +357,7 @@ def to_cuda(unit, sig, target) -> str:
                       params=", ".join(f"{t} {n}" for t, n in r.params) or "void",
                       body="\n".join(ln.rstrip() for ln in cir.stmts(r.body, unit.ctype, indent=1)))
                  for r in regions],
-        body="\n".join(lines), lanes=LANES, params=_cxx(ctx["params"]), linkage='extern "C" ',
+        body=bodies[0], body32=bodies[1] if len(bodies) > 1 else "", lanes=LANES, params=_cxx(ctx["params"]), linkage='extern "C" ',
         dev_args=", ".join(f"({'const ' if p.kind == 'input' else ''}{p.ctype} *){p.cname}d"
                            if p.kind != "size" else p.cname for p in sig.params),
     )

@@ -164,7 +164,10 @@ class CUnit:
     sizes: dict          # array name -> element count as a C expression (data regions)
     helpers: tuple = ()  # names of the optional helpers the kernels call (codegen.OPTIONAL_HELPERS)
     aligned: tuple = ()  # C names of the arrays read in packed words (their addresses must be 8-byte aligned)
-    index_bits: int = 64 # 32: the kernels index with int32_t; the entry checks every buffer fits
+    index_bits: int = 64 # 32: the kernels index with int32_t; the entry checks every buffer fits;
+                         # 0: `kernels` are the 64-bit ones and `kernels32` the 32-bit ones, the
+                         # entry runs the 32-bit ones where every buffer fits
+    kernels32: tuple = ()
 
 
 class _Freezer:
@@ -308,23 +311,47 @@ def _arrays(body, out: set) -> set:
     return out
 
 
-def to_cunit(s: Schedule, counts, target, index_bits: int = 64) -> CUnit:
-    """Freeze a Schedule (and its counts, for the header) into a C unit."""
-    f = _Freezer(s, target, index_bits)
+def index_width(s: Schedule, target, index_bits: int) -> int:
+    """The index width a unit is built with: 32 or 64 as asked; for 0 (auto) 32 where the
+    fixed sizes prove every buffer has fewer than 2^31 elements, 64 where they prove the
+    opposite, and otherwise 0 — both kernels, chosen at run time — on device targets (64
+    on host targets)."""
+    if index_bits:
+        return index_bits
+    sizes = [sp.sympify(b.size) for b in s.buffers]
+    if all(x.is_number for x in sizes):
+        return 32 if all(int(x) < 2**31 - 1 for x in sizes) else 64
+    return 0 if target.device_entry else 64
+
+
+def _kernels(s: Schedule, target, bits: int) -> tuple:
+    f = _Freezer(s, target, bits)
     kernels = []
     for k in s.kernels:
         arrays = tuple(mangle(a) for a in sorted(_arrays(k.body, set())))
         code = f.stmts(k.body, arrays)
-        kernels.append(CKernel(k.name, k.comment, _narrow_calls(code) if index_bits == 32 else code, arrays))
+        kernels.append(CKernel(k.name, k.comment, _narrow_calls(code) if bits == 32 else code, arrays))
     if target.lower is not None:
         kernels = target.lower(kernels)
+    return tuple(kernels), f
+
+
+def to_cunit(s: Schedule, counts, target, index_bits: int = 64) -> CUnit:
+    """Freeze a Schedule (and its counts, for the header) into a C unit."""
+    bits = index_width(s, target, index_bits)
+    kernels, f = _kernels(s, target, 64 if bits == 0 else bits)
+    kernels32 = _kernels(s, target, 32)[0] if bits == 0 else ()
     scratch = tuple(Scratch(mangle(b.name), cir.expr(freeze(b.size))) for b in s.buffers if b.role == "scratch")
     prologue = tuple(cir.Decl("int64_t", var_name(c.var), cir.Call(c.rule, tuple(freeze(a) for a in c.args)))
                      for c in s.choices)
     summary = [f"traffic {str(counts.traffic)} bytes (minimum {str(counts.minimum)})"]
     if s.fixed:
         summary.append("fixed sizes: " + ", ".join(f"{k} = {v}" for k, v in s.fixed.items()))
+    summary.append({0: "index arithmetic: 32-bit kernels where every buffer has fewer than 2^31 elements "
+                       "(checked at run time), 64-bit ones otherwise",
+                    32: "index arithmetic: 32-bit (the entry checks that every buffer has fewer than 2^31 elements)",
+                    64: "index arithmetic: 64-bit"}[bits])
     sizes = {b.name: cir.expr(freeze(b.size)) for b in s.buffers}
-    return CUnit(target.name, s.description, s.dnf.program.source.filename, f.ctype, tuple(kernels), scratch,
+    return CUnit(target.name, s.description, s.dnf.program.source.filename, f.ctype, kernels, scratch,
                  prologue, tuple(summary), sizes, tuple(sorted(f.helpers)), tuple(sorted(f.aligned)),
-                 index_bits)
+                 bits, kernels32)

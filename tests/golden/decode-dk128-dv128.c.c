@@ -2,6 +2,7 @@
  * target: c; plan: split-K softmax contraction (token axis lifted into gang chunks, log-sum-exp combine)
  * traffic 1032*n + 1040*ceiling(n/_chunk) + 1024 bytes (minimum 1024*n + 1024)
  * fixed sizes: dk = 128, dv = 128
+ * index arithmetic: 64-bit
  */
 #include <math.h>
 #include <stdint.h>

@@ -2,6 +2,7 @@
  * target: cuda; plan: split-K softmax contraction (token axis lifted into gang chunks, log-sum-exp combine)
  * traffic 1032*n + 1040*ceiling(n/_chunk) + 1024 bytes (minimum 1024*n + 1024)
  * fixed sizes: dk = 128, dv = 128
+ * index arithmetic: 32-bit kernels where every buffer has fewer than 2^31 elements (checked at run time), 64-bit ones otherwise
  */
 #include <math.h>
 #include <stdint.h>
@@ -48,6 +49,16 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 __host__ __device__
+static inline int32_t moac_floordiv32(int32_t a, int32_t b) { int32_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+__host__ __device__
+static inline int32_t moac_ceildiv32(int32_t a, int32_t b) { return -moac_floordiv32(-a, b); }
+__host__ __device__
+static inline int32_t moac_mod32(int32_t a, int32_t b) { int32_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+__host__ __device__
+static inline int32_t moac_imin32(int32_t a, int32_t b) { return a < b ? a : b; }
+__host__ __device__
+static inline int32_t moac_imax32(int32_t a, int32_t b) { return a > b ? a : b; }
+__host__ __device__
 /* an f32 from its bits (packed loads) */
 static inline float moac_bits_to_f32(uint32_t b) { union { uint32_t u; float f; } v; v.u = b; return v.f; }
 /* one 8-byte word of a read-only array (a packed load through the read-only path) */
@@ -61,6 +72,14 @@ extern "C" size_t moac_decode_workspace_bytes(int64_t n_)
     int64_t chunk = moac_chunk(n_, 1);
     (void)chunk;
     return ((sizeof(float) * (size_t)(moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(128 * moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * moac_ceildiv(n_, chunk)) + 255) / 256 * 256);
+}
+
+/* 1 if every buffer has fewer than 2^31 elements: the kernels index with 32-bit integers. */
+static int moac_decode_fits32(int64_t n_)
+{
+    int64_t chunk = moac_chunk(n_, 1);
+    (void)chunk;
+    return (int64_t)(128) < INT32_MAX && (int64_t)(128 * n_) < INT32_MAX && (int64_t)(128 * n_) < INT32_MAX && (int64_t)(128) < INT32_MAX && (int64_t)(moac_ceildiv(n_, chunk)) < INT32_MAX && (int64_t)(moac_ceildiv(n_, chunk)) < INT32_MAX && (int64_t)(128 * moac_ceildiv(n_, chunk)) < INT32_MAX && (int64_t)(chunk * moac_ceildiv(n_, chunk)) < INT32_MAX && 1;
 }
 
 /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
@@ -335,6 +354,278 @@ __global__ void __launch_bounds__(32) moac_decode_k2_combine(float *__restrict__
     }
 }
 
+/* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) (32-bit indices) */
+__global__ void __launch_bounds__(32) moac_decode_k1_partials_i32(const float *__restrict__ K_, const float *__restrict__ V_, float *__restrict__ moac_m_part, float *__restrict__ moac_o_part, float *__restrict__ moac_p, float *__restrict__ moac_z_part, const float *__restrict__ q_, int32_t chunk, int32_t n_)
+{
+    const int moac_lane = threadIdx.x;
+    for (int32_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv32(n_, chunk); moac_gid += gridDim.x) {  /* one block per gang iteration: g */
+        const int32_t g = moac_gid;
+        int32_t cn = moac_imin32(chunk, n_ - chunk * g);
+        float mg = -INFINITY;
+        for (int32_t cq = 0; cq < cn / 4; ++cq) {  /* pass 1: tokens g·chunk + 4·cq + u, u < 4: scores and chunk maximum */
+            int32_t t0 = 4 * cq + chunk * g;
+            int32_t t1 = 4 * cq + chunk * g + 1;
+            int32_t t2 = 4 * cq + chunk * g + 2;
+            int32_t t3 = 4 * cq + chunk * g + 3;
+            float acc1 = 0.0f;
+            float acc10 = 0.0f;
+            float acc19 = 0.0f;
+            float acc28 = 0.0f;
+            if (moac_lane != 0) {
+                acc1 = 0.0f;
+                acc10 = 0.0f;
+                acc19 = 0.0f;
+                acc28 = 0.0f;
+            }
+            /* vector reduction over DNF axis j, 4 tokens jammed */
+            {
+                const int32_t v = moac_lane;
+                uint64_t q0_2w = moac_word(q_, v);
+                float q0_2 = moac_bits_to_f32((uint32_t)q0_2w);
+                float q0_3 = moac_bits_to_f32((uint32_t)(q0_2w >> 32));
+                uint64_t k0_4w = moac_word(K_, 64 * t0 + v);
+                float k0_4 = moac_bits_to_f32((uint32_t)k0_4w);
+                float k0_5 = moac_bits_to_f32((uint32_t)(k0_4w >> 32));
+                acc1 = acc1 + q0_2 * k0_4;
+                acc1 = acc1 + q0_3 * k0_5;
+                uint64_t q1_6w = moac_word(q_, v + 32);
+                float q1_6 = moac_bits_to_f32((uint32_t)q1_6w);
+                float q1_7 = moac_bits_to_f32((uint32_t)(q1_6w >> 32));
+                uint64_t k1_8w = moac_word(K_, 64 * t0 + v + 32);
+                float k1_8 = moac_bits_to_f32((uint32_t)k1_8w);
+                float k1_9 = moac_bits_to_f32((uint32_t)(k1_8w >> 32));
+                acc1 = acc1 + q1_6 * k1_8;
+                acc1 = acc1 + q1_7 * k1_9;
+                uint64_t k0_13w = moac_word(K_, 64 * t1 + v);
+                float k0_13 = moac_bits_to_f32((uint32_t)k0_13w);
+                float k0_14 = moac_bits_to_f32((uint32_t)(k0_13w >> 32));
+                acc10 = acc10 + q0_2 * k0_13;
+                acc10 = acc10 + q0_3 * k0_14;
+                uint64_t k1_17w = moac_word(K_, 64 * t1 + v + 32);
+                float k1_17 = moac_bits_to_f32((uint32_t)k1_17w);
+                float k1_18 = moac_bits_to_f32((uint32_t)(k1_17w >> 32));
+                acc10 = acc10 + q1_6 * k1_17;
+                acc10 = acc10 + q1_7 * k1_18;
+                uint64_t k0_22w = moac_word(K_, 64 * t2 + v);
+                float k0_22 = moac_bits_to_f32((uint32_t)k0_22w);
+                float k0_23 = moac_bits_to_f32((uint32_t)(k0_22w >> 32));
+                acc19 = acc19 + q0_2 * k0_22;
+                acc19 = acc19 + q0_3 * k0_23;
+                uint64_t k1_26w = moac_word(K_, 64 * t2 + v + 32);
+                float k1_26 = moac_bits_to_f32((uint32_t)k1_26w);
+                float k1_27 = moac_bits_to_f32((uint32_t)(k1_26w >> 32));
+                acc19 = acc19 + q1_6 * k1_26;
+                acc19 = acc19 + q1_7 * k1_27;
+                uint64_t k0_31w = moac_word(K_, 64 * t3 + v);
+                float k0_31 = moac_bits_to_f32((uint32_t)k0_31w);
+                float k0_32 = moac_bits_to_f32((uint32_t)(k0_31w >> 32));
+                acc28 = acc28 + q0_2 * k0_31;
+                acc28 = acc28 + q0_3 * k0_32;
+                uint64_t k1_35w = moac_word(K_, 64 * t3 + v + 32);
+                float k1_35 = moac_bits_to_f32((uint32_t)k1_35w);
+                float k1_36 = moac_bits_to_f32((uint32_t)(k1_35w >> 32));
+                acc28 = acc28 + q1_6 * k1_35;
+                acc28 = acc28 + q1_7 * k1_36;
+            }
+            /* 4 accumulators reduced across the warp: 6 exchanges, 4 broadcasts */
+            {
+                const int moac_up1 = (moac_lane & 16) != 0;
+                acc1 = (moac_up1 ? acc19 : acc1) + __shfl_xor_sync(0xffffffffu, moac_up1 ? acc1 : acc19, 16);
+                acc10 = (moac_up1 ? acc28 : acc10) + __shfl_xor_sync(0xffffffffu, moac_up1 ? acc10 : acc28, 16);
+                const int moac_up2 = (moac_lane & 8) != 0;
+                acc1 = (moac_up2 ? acc10 : acc1) + __shfl_xor_sync(0xffffffffu, moac_up2 ? acc1 : acc10, 8);
+                acc1 = acc1 + __shfl_xor_sync(0xffffffffu, acc1, 4);
+                acc1 = acc1 + __shfl_xor_sync(0xffffffffu, acc1, 2);
+                acc1 = acc1 + __shfl_xor_sync(0xffffffffu, acc1, 1);
+                float moac_tot3 = acc1;
+                acc1 = __shfl_sync(0xffffffffu, moac_tot3, 0);
+                acc10 = __shfl_sync(0xffffffffu, moac_tot3, 8);
+                acc19 = __shfl_sync(0xffffffffu, moac_tot3, 16);
+                acc28 = __shfl_sync(0xffffffffu, moac_tot3, 24);
+            }
+            __syncwarp();
+            float sc0 = acc1 / sqrtf((float)128);
+            moac_p[t0] = sc0;
+            mg = fmaxf(mg, sc0);
+            float sc1 = acc10 / sqrtf((float)128);
+            moac_p[t1] = sc1;
+            mg = fmaxf(mg, sc1);
+            float sc2 = acc19 / sqrtf((float)128);
+            moac_p[t2] = sc2;
+            mg = fmaxf(mg, sc2);
+            float sc3 = acc28 / sqrtf((float)128);
+            moac_p[t3] = sc3;
+            mg = fmaxf(mg, sc3);
+        }
+        for (int32_t c = 4 * (cn / 4); c < cn; ++c) {  /* pass 1 remainder: the last cn mod 4 tokens */
+            int32_t l_ = c + chunk * g;
+            float acc37 = 0.0f;
+            if (moac_lane != 0) {
+                acc37 = 0.0f;
+            }
+            /* vector lanes: j = 2·(32·r + v) + k, r < 2, 2 elements per lane in packed loads */
+            {
+                const int32_t v = moac_lane;
+                uint64_t q0_38w = moac_word(q_, v);
+                float q0_38 = moac_bits_to_f32((uint32_t)q0_38w);
+                float q0_39 = moac_bits_to_f32((uint32_t)(q0_38w >> 32));
+                uint64_t k0_40w = moac_word(K_, v + 64 * l_);
+                float k0_40 = moac_bits_to_f32((uint32_t)k0_40w);
+                float k0_41 = moac_bits_to_f32((uint32_t)(k0_40w >> 32));
+                acc37 = acc37 + q0_38 * k0_40;
+                acc37 = acc37 + q0_39 * k0_41;
+                uint64_t q1_42w = moac_word(q_, v + 32);
+                float q1_42 = moac_bits_to_f32((uint32_t)q1_42w);
+                float q1_43 = moac_bits_to_f32((uint32_t)(q1_42w >> 32));
+                uint64_t k1_44w = moac_word(K_, v + 64 * l_ + 32);
+                float k1_44 = moac_bits_to_f32((uint32_t)k1_44w);
+                float k1_45 = moac_bits_to_f32((uint32_t)(k1_44w >> 32));
+                acc37 = acc37 + q1_42 * k1_44;
+                acc37 = acc37 + q1_43 * k1_45;
+            }
+            acc37 = moac_warp_add_f32(acc37);
+            __syncwarp();
+            float sc = acc37 / sqrtf((float)128);
+            moac_p[l_] = sc;
+            mg = fmaxf(mg, sc);
+        }
+        float zg = 0.0f;
+        if (moac_lane != 0) {
+            zg = 0.0f;
+        }
+        for (int32_t c = moac_lane; c < cn; c += 32) {  /* pass 2: p = exp(score − chunk max), chunk sum */
+            int32_t l_ = c + chunk * g;
+            float e = moac_expf(moac_p[l_] - mg);
+            moac_p[l_] = e;
+            zg = zg + e;
+        }
+        zg = moac_warp_add_f32(zg);
+        __syncwarp();
+        /* vector lanes: d = 2·(32·r + v) + k, r < 2, k < 2 */
+        {
+            const int32_t v = moac_lane;
+            float o0 = 0.0f;
+            float o1 = 0.0f;
+            float o2 = 0.0f;
+            float o3 = 0.0f;
+            for (int32_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
+                int32_t l_ = c + chunk * g;
+                float pc = moac_p[l_];
+                uint64_t v0_46w = moac_word(V_, v + 64 * l_);
+                float v0_46 = moac_bits_to_f32((uint32_t)v0_46w);
+                float v0_47 = moac_bits_to_f32((uint32_t)(v0_46w >> 32));
+                float w0 = v0_46;
+                o0 = o0 + pc * w0;
+                float w1 = v0_47;
+                o1 = o1 + pc * w1;
+                uint64_t v1_48w = moac_word(V_, v + 64 * l_ + 32);
+                float v1_48 = moac_bits_to_f32((uint32_t)v1_48w);
+                float v1_49 = moac_bits_to_f32((uint32_t)(v1_48w >> 32));
+                float w2 = v1_48;
+                o2 = o2 + pc * w2;
+                float w3 = v1_49;
+                o3 = o3 + pc * w3;
+            }
+            moac_o_part[g * 128 + 2 * v] = o0;
+            moac_o_part[g * 128 + (2 * v + 1)] = o1;
+            moac_o_part[g * 128 + (2 * v + 64)] = o2;
+            moac_o_part[g * 128 + (2 * v + 65)] = o3;
+        }
+        __syncwarp();
+        moac_m_part[g] = mg;
+        moac_z_part[g] = zg;
+    }
+}
+
+/* kernel k2_combine: log-sum-exp merge of the chunk partials (32-bit indices) */
+__global__ void __launch_bounds__(32) moac_decode_k2_combine_i32(float *__restrict__ moac_m_part, float *__restrict__ moac_o_part, float *__restrict__ moac_z_part, float *__restrict__ out_, int32_t chunk, int32_t n_)
+{
+    const int moac_lane = threadIdx.x;
+    for (int32_t moac_gid = blockIdx.x; moac_gid < 16; moac_gid += gridDim.x) {  /* one block per gang iteration: db */
+        const int32_t db = moac_gid;
+        float M = -INFINITY;
+        if (moac_lane != 0) {
+            M = -INFINITY;
+        }
+        for (int32_t g = moac_lane; g < moac_ceildiv32(n_, chunk); g += 32) {  /* global maximum M = max_g m_g */
+            M = fmaxf(M, moac_m_part[g]);
+        }
+        M = moac_warp_max_f32(M);
+        __syncwarp();
+        float Z = 0.0f;
+        if (moac_lane != 0) {
+            Z = 0.0f;
+        }
+        for (int32_t g = moac_lane; g < moac_ceildiv32(n_, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g */
+            Z = Z + moac_expf(moac_m_part[g] - M) * moac_z_part[g];
+        }
+        Z = moac_warp_add_f32(Z);
+        __syncwarp();
+        float o0 = 0.0f;
+        float o1 = 0.0f;
+        float o2 = 0.0f;
+        float o3 = 0.0f;
+        float o4 = 0.0f;
+        float o5 = 0.0f;
+        float o6 = 0.0f;
+        float o7 = 0.0f;
+        if (moac_lane != 0) {
+            o0 = 0.0f;
+            o1 = 0.0f;
+            o2 = 0.0f;
+            o3 = 0.0f;
+            o4 = 0.0f;
+            o5 = 0.0f;
+            o6 = 0.0f;
+            o7 = 0.0f;
+        }
+        for (int32_t g = moac_lane; g < moac_ceildiv32(n_, chunk); g += 32) {  /* Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+            float e = moac_expf(moac_m_part[g] - M);
+            o0 = o0 + e * moac_o_part[g * 128 + 8 * db];
+            o1 = o1 + e * moac_o_part[g * 128 + (8 * db + 1)];
+            o2 = o2 + e * moac_o_part[g * 128 + (8 * db + 2)];
+            o3 = o3 + e * moac_o_part[g * 128 + (8 * db + 3)];
+            o4 = o4 + e * moac_o_part[g * 128 + (8 * db + 4)];
+            o5 = o5 + e * moac_o_part[g * 128 + (8 * db + 5)];
+            o6 = o6 + e * moac_o_part[g * 128 + (8 * db + 6)];
+            o7 = o7 + e * moac_o_part[g * 128 + (8 * db + 7)];
+        }
+        /* 8 accumulators reduced across the warp: 9 exchanges, 8 broadcasts */
+        {
+            const int moac_up1 = (moac_lane & 16) != 0;
+            o0 = (moac_up1 ? o4 : o0) + __shfl_xor_sync(0xffffffffu, moac_up1 ? o0 : o4, 16);
+            o1 = (moac_up1 ? o5 : o1) + __shfl_xor_sync(0xffffffffu, moac_up1 ? o1 : o5, 16);
+            o2 = (moac_up1 ? o6 : o2) + __shfl_xor_sync(0xffffffffu, moac_up1 ? o2 : o6, 16);
+            o3 = (moac_up1 ? o7 : o3) + __shfl_xor_sync(0xffffffffu, moac_up1 ? o3 : o7, 16);
+            const int moac_up2 = (moac_lane & 8) != 0;
+            o0 = (moac_up2 ? o2 : o0) + __shfl_xor_sync(0xffffffffu, moac_up2 ? o0 : o2, 8);
+            o1 = (moac_up2 ? o3 : o1) + __shfl_xor_sync(0xffffffffu, moac_up2 ? o1 : o3, 8);
+            const int moac_up3 = (moac_lane & 4) != 0;
+            o0 = (moac_up3 ? o1 : o0) + __shfl_xor_sync(0xffffffffu, moac_up3 ? o0 : o1, 4);
+            o0 = o0 + __shfl_xor_sync(0xffffffffu, o0, 2);
+            o0 = o0 + __shfl_xor_sync(0xffffffffu, o0, 1);
+            float moac_tot4 = o0;
+            o0 = __shfl_sync(0xffffffffu, moac_tot4, 0);
+            o1 = __shfl_sync(0xffffffffu, moac_tot4, 4);
+            o2 = __shfl_sync(0xffffffffu, moac_tot4, 8);
+            o3 = __shfl_sync(0xffffffffu, moac_tot4, 12);
+            o4 = __shfl_sync(0xffffffffu, moac_tot4, 16);
+            o5 = __shfl_sync(0xffffffffu, moac_tot4, 20);
+            o6 = __shfl_sync(0xffffffffu, moac_tot4, 24);
+            o7 = __shfl_sync(0xffffffffu, moac_tot4, 28);
+        }
+        __syncwarp();
+        out_[8 * db] = Z > 0.0f ? o0 / Z : 0.0f;
+        out_[8 * db + 1] = Z > 0.0f ? o1 / Z : 0.0f;
+        out_[8 * db + 2] = Z > 0.0f ? o2 / Z : 0.0f;
+        out_[8 * db + 3] = Z > 0.0f ? o3 / Z : 0.0f;
+        out_[8 * db + 4] = Z > 0.0f ? o4 / Z : 0.0f;
+        out_[8 * db + 5] = Z > 0.0f ? o5 / Z : 0.0f;
+        out_[8 * db + 6] = Z > 0.0f ? o6 / Z : 0.0f;
+        out_[8 * db + 7] = Z > 0.0f ? o7 / Z : 0.0f;
+    }
+}
+
 /* The computation for arrays that live on the device: every pointer argument is a device
  * pointer (cudaMalloc, or a PyTorch CUDA tensor's data).  The kernels run on `stream` (a
  * cudaStream_t; NULL is the default stream) and are not waited for.  Scratch lives in
@@ -366,12 +657,29 @@ extern "C" int moac_decode_device(const float *__restrict__ q_, const float *__r
     ws_off += (sizeof(float) * (size_t)(128 * moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
     float *moac_p = (float *)(ws + ws_off);
     ws_off += (sizeof(float) * (size_t)(chunk * moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
-    /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
-    if (moac_ceildiv(n_, chunk) > 0)
-        moac_decode_k1_partials<<<(unsigned)(moac_ceildiv(n_, chunk) < 2147483647 ? moac_ceildiv(n_, chunk) : 2147483647), 32, 0, moac_stream>>>(K_, V_, moac_m_part, moac_o_part, moac_p, moac_z_part, q_, chunk, n_);
-    /* kernel k2_combine: log-sum-exp merge of the chunk partials */
-    if (16 > 0)
-        moac_decode_k2_combine<<<(unsigned)(16 < 2147483647 ? 16 : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, n_);
+    if (moac_decode_fits32(n_)) {    /* every buffer has fewer than 2^31 elements */
+        const int64_t moac_wide_n_ = n_;
+        const int64_t moac_wide_chunk = chunk;
+        {   /* 32-bit sizes, like every index of these kernels */
+            const int32_t n_ = (int32_t)moac_wide_n_;
+            const int32_t chunk = (int32_t)moac_wide_chunk;
+    (void)n_; (void)chunk;
+            (void)n_; (void)chunk;
+            /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
+            if (moac_ceildiv32(n_, chunk) > 0)
+                moac_decode_k1_partials_i32<<<(unsigned)(moac_ceildiv32(n_, chunk) < 2147483647 ? moac_ceildiv32(n_, chunk) : 2147483647), 32, 0, moac_stream>>>(K_, V_, moac_m_part, moac_o_part, moac_p, moac_z_part, q_, chunk, n_);
+            /* kernel k2_combine: log-sum-exp merge of the chunk partials */
+            if (16 > 0)
+                moac_decode_k2_combine_i32<<<(unsigned)(16 < 2147483647 ? 16 : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, n_);
+        }
+    } else {
+        /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
+        if (moac_ceildiv(n_, chunk) > 0)
+            moac_decode_k1_partials<<<(unsigned)(moac_ceildiv(n_, chunk) < 2147483647 ? moac_ceildiv(n_, chunk) : 2147483647), 32, 0, moac_stream>>>(K_, V_, moac_m_part, moac_o_part, moac_p, moac_z_part, q_, chunk, n_);
+        /* kernel k2_combine: log-sum-exp merge of the chunk partials */
+        if (16 > 0)
+            moac_decode_k2_combine<<<(unsigned)(16 < 2147483647 ? 16 : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, n_);
+    }
     if (own)
         cudaFreeAsync(ws, moac_stream);
     return cudaGetLastError() == cudaSuccess ? 0 : 4;

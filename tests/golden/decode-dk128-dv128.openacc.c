@@ -2,6 +2,7 @@
  * target: openacc; plan: split-K softmax contraction (token axis lifted into gang chunks, log-sum-exp combine)
  * traffic 1032*n + 1040*ceiling(n/_chunk) + 1024 bytes (minimum 1024*n + 1024)
  * fixed sizes: dk = 128, dv = 128
+ * index arithmetic: 32-bit kernels where every buffer has fewer than 2^31 elements (checked at run time), 64-bit ones otherwise
  */
 #include <math.h>
 #include <stdint.h>
@@ -50,6 +51,16 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     return c;
 }
 #pragma acc routine seq
+static inline int32_t moac_floordiv32(int32_t a, int32_t b) { int32_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+#pragma acc routine seq
+static inline int32_t moac_ceildiv32(int32_t a, int32_t b) { return -moac_floordiv32(-a, b); }
+#pragma acc routine seq
+static inline int32_t moac_mod32(int32_t a, int32_t b) { int32_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+#pragma acc routine seq
+static inline int32_t moac_imin32(int32_t a, int32_t b) { return a < b ? a : b; }
+#pragma acc routine seq
+static inline int32_t moac_imax32(int32_t a, int32_t b) { return a > b ? a : b; }
+#pragma acc routine seq
 /* an f32 from its bits (packed loads) */
 static inline float moac_bits_to_f32(uint32_t b) { union { uint32_t u; float f; } v; v.u = b; return v.f; }
 #pragma acc routine seq
@@ -63,6 +74,14 @@ size_t moac_decode_workspace_bytes(int64_t n_)
     int64_t chunk = moac_chunk(n_, 1);
     (void)chunk;
     return ((sizeof(float) * (size_t)(moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(128 * moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * moac_ceildiv(n_, chunk)) + 255) / 256 * 256);
+}
+
+/* 1 if every buffer has fewer than 2^31 elements: the kernels index with 32-bit integers. */
+static int moac_decode_fits32(int64_t n_)
+{
+    int64_t chunk = moac_chunk(n_, 1);
+    (void)chunk;
+    return (int64_t)(128) < INT32_MAX && (int64_t)(128 * n_) < INT32_MAX && (int64_t)(128 * n_) < INT32_MAX && (int64_t)(128) < INT32_MAX && (int64_t)(moac_ceildiv(n_, chunk)) < INT32_MAX && (int64_t)(moac_ceildiv(n_, chunk)) < INT32_MAX && (int64_t)(128 * moac_ceildiv(n_, chunk)) < INT32_MAX && (int64_t)(chunk * moac_ceildiv(n_, chunk)) < INT32_MAX && 1;
 }
 
 /* The computation for arrays that live on the device: every pointer argument is a
@@ -101,192 +120,390 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
     float *moac_p = (float *)(ws + ws_off);
     ws_off += (sizeof(float) * (size_t)(chunk * moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
     (void)ws_off;
-    /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
-    #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_p, moac_z_part, K_, V_, q_)
-    for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
-        int64_t cn = moac_imin(chunk, n_ - chunk * g);
-        float mg = -INFINITY;
-        #pragma acc loop seq
-        for (int64_t cq = 0; cq < cn / 4; ++cq) {  /* pass 1: tokens g·chunk + 4·cq + u, u < 4: scores and chunk maximum */
-            int64_t t0 = 4 * cq + chunk * g;
-            int64_t t1 = 4 * cq + chunk * g + 1;
-            int64_t t2 = 4 * cq + chunk * g + 2;
-            int64_t t3 = 4 * cq + chunk * g + 3;
-            float acc1 = 0.0f;
-            float acc10 = 0.0f;
-            float acc19 = 0.0f;
-            float acc28 = 0.0f;
-            #pragma acc loop vector reduction(+:acc1, acc10, acc19, acc28)
-            for (int64_t v = 0; v < 32; ++v) {  /* vector reduction over DNF axis j, 4 tokens jammed */
-                uint64_t q0_2w = moac_word(q_, v);
-                float q0_2 = moac_bits_to_f32((uint32_t)q0_2w);
-                float q0_3 = moac_bits_to_f32((uint32_t)(q0_2w >> 32));
-                uint64_t k0_4w = moac_word(K_, 64 * t0 + v);
-                float k0_4 = moac_bits_to_f32((uint32_t)k0_4w);
-                float k0_5 = moac_bits_to_f32((uint32_t)(k0_4w >> 32));
-                acc1 = acc1 + q0_2 * k0_4;
-                acc1 = acc1 + q0_3 * k0_5;
-                uint64_t q1_6w = moac_word(q_, v + 32);
-                float q1_6 = moac_bits_to_f32((uint32_t)q1_6w);
-                float q1_7 = moac_bits_to_f32((uint32_t)(q1_6w >> 32));
-                uint64_t k1_8w = moac_word(K_, 64 * t0 + v + 32);
-                float k1_8 = moac_bits_to_f32((uint32_t)k1_8w);
-                float k1_9 = moac_bits_to_f32((uint32_t)(k1_8w >> 32));
-                acc1 = acc1 + q1_6 * k1_8;
-                acc1 = acc1 + q1_7 * k1_9;
-                uint64_t k0_13w = moac_word(K_, 64 * t1 + v);
-                float k0_13 = moac_bits_to_f32((uint32_t)k0_13w);
-                float k0_14 = moac_bits_to_f32((uint32_t)(k0_13w >> 32));
-                acc10 = acc10 + q0_2 * k0_13;
-                acc10 = acc10 + q0_3 * k0_14;
-                uint64_t k1_17w = moac_word(K_, 64 * t1 + v + 32);
-                float k1_17 = moac_bits_to_f32((uint32_t)k1_17w);
-                float k1_18 = moac_bits_to_f32((uint32_t)(k1_17w >> 32));
-                acc10 = acc10 + q1_6 * k1_17;
-                acc10 = acc10 + q1_7 * k1_18;
-                uint64_t k0_22w = moac_word(K_, 64 * t2 + v);
-                float k0_22 = moac_bits_to_f32((uint32_t)k0_22w);
-                float k0_23 = moac_bits_to_f32((uint32_t)(k0_22w >> 32));
-                acc19 = acc19 + q0_2 * k0_22;
-                acc19 = acc19 + q0_3 * k0_23;
-                uint64_t k1_26w = moac_word(K_, 64 * t2 + v + 32);
-                float k1_26 = moac_bits_to_f32((uint32_t)k1_26w);
-                float k1_27 = moac_bits_to_f32((uint32_t)(k1_26w >> 32));
-                acc19 = acc19 + q1_6 * k1_26;
-                acc19 = acc19 + q1_7 * k1_27;
-                uint64_t k0_31w = moac_word(K_, 64 * t3 + v);
-                float k0_31 = moac_bits_to_f32((uint32_t)k0_31w);
-                float k0_32 = moac_bits_to_f32((uint32_t)(k0_31w >> 32));
-                acc28 = acc28 + q0_2 * k0_31;
-                acc28 = acc28 + q0_3 * k0_32;
-                uint64_t k1_35w = moac_word(K_, 64 * t3 + v + 32);
-                float k1_35 = moac_bits_to_f32((uint32_t)k1_35w);
-                float k1_36 = moac_bits_to_f32((uint32_t)(k1_35w >> 32));
-                acc28 = acc28 + q1_6 * k1_35;
-                acc28 = acc28 + q1_7 * k1_36;
+    if (moac_decode_fits32(n_)) {    /* every buffer has fewer than 2^31 elements */
+        const int64_t moac_wide_n_ = n_;
+        const int64_t moac_wide_chunk = chunk;
+        {   /* 32-bit sizes, like every index of these kernels */
+            const int32_t n_ = (int32_t)moac_wide_n_;
+            const int32_t chunk = (int32_t)moac_wide_chunk;
+    (void)n_; (void)chunk;
+            (void)n_; (void)chunk;
+            /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
+            #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_p, moac_z_part, K_, V_, q_)
+            for (int32_t g = 0; g < moac_ceildiv32(n_, chunk); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
+                int32_t cn = moac_imin32(chunk, n_ - chunk * g);
+                float mg = -INFINITY;
+                #pragma acc loop seq
+                for (int32_t cq = 0; cq < cn / 4; ++cq) {  /* pass 1: tokens g·chunk + 4·cq + u, u < 4: scores and chunk maximum */
+                    int32_t t0 = 4 * cq + chunk * g;
+                    int32_t t1 = 4 * cq + chunk * g + 1;
+                    int32_t t2 = 4 * cq + chunk * g + 2;
+                    int32_t t3 = 4 * cq + chunk * g + 3;
+                    float acc1 = 0.0f;
+                    float acc10 = 0.0f;
+                    float acc19 = 0.0f;
+                    float acc28 = 0.0f;
+                    #pragma acc loop vector reduction(+:acc1, acc10, acc19, acc28)
+                    for (int32_t v = 0; v < 32; ++v) {  /* vector reduction over DNF axis j, 4 tokens jammed */
+                        uint64_t q0_2w = moac_word(q_, v);
+                        float q0_2 = moac_bits_to_f32((uint32_t)q0_2w);
+                        float q0_3 = moac_bits_to_f32((uint32_t)(q0_2w >> 32));
+                        uint64_t k0_4w = moac_word(K_, 64 * t0 + v);
+                        float k0_4 = moac_bits_to_f32((uint32_t)k0_4w);
+                        float k0_5 = moac_bits_to_f32((uint32_t)(k0_4w >> 32));
+                        acc1 = acc1 + q0_2 * k0_4;
+                        acc1 = acc1 + q0_3 * k0_5;
+                        uint64_t q1_6w = moac_word(q_, v + 32);
+                        float q1_6 = moac_bits_to_f32((uint32_t)q1_6w);
+                        float q1_7 = moac_bits_to_f32((uint32_t)(q1_6w >> 32));
+                        uint64_t k1_8w = moac_word(K_, 64 * t0 + v + 32);
+                        float k1_8 = moac_bits_to_f32((uint32_t)k1_8w);
+                        float k1_9 = moac_bits_to_f32((uint32_t)(k1_8w >> 32));
+                        acc1 = acc1 + q1_6 * k1_8;
+                        acc1 = acc1 + q1_7 * k1_9;
+                        uint64_t k0_13w = moac_word(K_, 64 * t1 + v);
+                        float k0_13 = moac_bits_to_f32((uint32_t)k0_13w);
+                        float k0_14 = moac_bits_to_f32((uint32_t)(k0_13w >> 32));
+                        acc10 = acc10 + q0_2 * k0_13;
+                        acc10 = acc10 + q0_3 * k0_14;
+                        uint64_t k1_17w = moac_word(K_, 64 * t1 + v + 32);
+                        float k1_17 = moac_bits_to_f32((uint32_t)k1_17w);
+                        float k1_18 = moac_bits_to_f32((uint32_t)(k1_17w >> 32));
+                        acc10 = acc10 + q1_6 * k1_17;
+                        acc10 = acc10 + q1_7 * k1_18;
+                        uint64_t k0_22w = moac_word(K_, 64 * t2 + v);
+                        float k0_22 = moac_bits_to_f32((uint32_t)k0_22w);
+                        float k0_23 = moac_bits_to_f32((uint32_t)(k0_22w >> 32));
+                        acc19 = acc19 + q0_2 * k0_22;
+                        acc19 = acc19 + q0_3 * k0_23;
+                        uint64_t k1_26w = moac_word(K_, 64 * t2 + v + 32);
+                        float k1_26 = moac_bits_to_f32((uint32_t)k1_26w);
+                        float k1_27 = moac_bits_to_f32((uint32_t)(k1_26w >> 32));
+                        acc19 = acc19 + q1_6 * k1_26;
+                        acc19 = acc19 + q1_7 * k1_27;
+                        uint64_t k0_31w = moac_word(K_, 64 * t3 + v);
+                        float k0_31 = moac_bits_to_f32((uint32_t)k0_31w);
+                        float k0_32 = moac_bits_to_f32((uint32_t)(k0_31w >> 32));
+                        acc28 = acc28 + q0_2 * k0_31;
+                        acc28 = acc28 + q0_3 * k0_32;
+                        uint64_t k1_35w = moac_word(K_, 64 * t3 + v + 32);
+                        float k1_35 = moac_bits_to_f32((uint32_t)k1_35w);
+                        float k1_36 = moac_bits_to_f32((uint32_t)(k1_35w >> 32));
+                        acc28 = acc28 + q1_6 * k1_35;
+                        acc28 = acc28 + q1_7 * k1_36;
+                    }
+                    float sc0 = acc1 / sqrtf((float)128);
+                    moac_p[t0] = sc0;
+                    mg = fmaxf(mg, sc0);
+                    float sc1 = acc10 / sqrtf((float)128);
+                    moac_p[t1] = sc1;
+                    mg = fmaxf(mg, sc1);
+                    float sc2 = acc19 / sqrtf((float)128);
+                    moac_p[t2] = sc2;
+                    mg = fmaxf(mg, sc2);
+                    float sc3 = acc28 / sqrtf((float)128);
+                    moac_p[t3] = sc3;
+                    mg = fmaxf(mg, sc3);
+                }
+                #pragma acc loop seq
+                for (int32_t c = 4 * (cn / 4); c < cn; ++c) {  /* pass 1 remainder: the last cn mod 4 tokens */
+                    int32_t l_ = c + chunk * g;
+                    float acc37 = 0.0f;
+                    #pragma acc loop vector reduction(+:acc37)
+                    for (int32_t v = 0; v < 32; ++v) {  /* vector lanes: j = 2·(32·r + v) + k, r < 2, 2 elements per lane in packed loads */
+                        uint64_t q0_38w = moac_word(q_, v);
+                        float q0_38 = moac_bits_to_f32((uint32_t)q0_38w);
+                        float q0_39 = moac_bits_to_f32((uint32_t)(q0_38w >> 32));
+                        uint64_t k0_40w = moac_word(K_, v + 64 * l_);
+                        float k0_40 = moac_bits_to_f32((uint32_t)k0_40w);
+                        float k0_41 = moac_bits_to_f32((uint32_t)(k0_40w >> 32));
+                        acc37 = acc37 + q0_38 * k0_40;
+                        acc37 = acc37 + q0_39 * k0_41;
+                        uint64_t q1_42w = moac_word(q_, v + 32);
+                        float q1_42 = moac_bits_to_f32((uint32_t)q1_42w);
+                        float q1_43 = moac_bits_to_f32((uint32_t)(q1_42w >> 32));
+                        uint64_t k1_44w = moac_word(K_, v + 64 * l_ + 32);
+                        float k1_44 = moac_bits_to_f32((uint32_t)k1_44w);
+                        float k1_45 = moac_bits_to_f32((uint32_t)(k1_44w >> 32));
+                        acc37 = acc37 + q1_42 * k1_44;
+                        acc37 = acc37 + q1_43 * k1_45;
+                    }
+                    float sc = acc37 / sqrtf((float)128);
+                    moac_p[l_] = sc;
+                    mg = fmaxf(mg, sc);
+                }
+                float zg = 0.0f;
+                #pragma acc loop vector reduction(+:zg)
+                for (int32_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
+                    int32_t l_ = c + chunk * g;
+                    float e = moac_expf(moac_p[l_] - mg);
+                    moac_p[l_] = e;
+                    zg = zg + e;
+                }
+                #pragma acc loop vector
+                for (int32_t v = 0; v < 32; ++v) {  /* vector lanes: d = 2·(32·r + v) + k, r < 2, k < 2 */
+                    float o0 = 0.0f;
+                    float o1 = 0.0f;
+                    float o2 = 0.0f;
+                    float o3 = 0.0f;
+                    #pragma acc loop seq
+                    for (int32_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
+                        int32_t l_ = c + chunk * g;
+                        float pc = moac_p[l_];
+                        uint64_t v0_46w = moac_word(V_, v + 64 * l_);
+                        float v0_46 = moac_bits_to_f32((uint32_t)v0_46w);
+                        float v0_47 = moac_bits_to_f32((uint32_t)(v0_46w >> 32));
+                        float w0 = v0_46;
+                        o0 = o0 + pc * w0;
+                        float w1 = v0_47;
+                        o1 = o1 + pc * w1;
+                        uint64_t v1_48w = moac_word(V_, v + 64 * l_ + 32);
+                        float v1_48 = moac_bits_to_f32((uint32_t)v1_48w);
+                        float v1_49 = moac_bits_to_f32((uint32_t)(v1_48w >> 32));
+                        float w2 = v1_48;
+                        o2 = o2 + pc * w2;
+                        float w3 = v1_49;
+                        o3 = o3 + pc * w3;
+                    }
+                    moac_o_part[g * 128 + 2 * v] = o0;
+                    moac_o_part[g * 128 + (2 * v + 1)] = o1;
+                    moac_o_part[g * 128 + (2 * v + 64)] = o2;
+                    moac_o_part[g * 128 + (2 * v + 65)] = o3;
+                }
+                moac_m_part[g] = mg;
+                moac_z_part[g] = zg;
             }
-            float sc0 = acc1 / sqrtf((float)128);
-            moac_p[t0] = sc0;
-            mg = fmaxf(mg, sc0);
-            float sc1 = acc10 / sqrtf((float)128);
-            moac_p[t1] = sc1;
-            mg = fmaxf(mg, sc1);
-            float sc2 = acc19 / sqrtf((float)128);
-            moac_p[t2] = sc2;
-            mg = fmaxf(mg, sc2);
-            float sc3 = acc28 / sqrtf((float)128);
-            moac_p[t3] = sc3;
-            mg = fmaxf(mg, sc3);
-        }
-        #pragma acc loop seq
-        for (int64_t c = 4 * (cn / 4); c < cn; ++c) {  /* pass 1 remainder: the last cn mod 4 tokens */
-            int64_t l_ = c + chunk * g;
-            float acc37 = 0.0f;
-            #pragma acc loop vector reduction(+:acc37)
-            for (int64_t v = 0; v < 32; ++v) {  /* vector lanes: j = 2·(32·r + v) + k, r < 2, 2 elements per lane in packed loads */
-                uint64_t q0_38w = moac_word(q_, v);
-                float q0_38 = moac_bits_to_f32((uint32_t)q0_38w);
-                float q0_39 = moac_bits_to_f32((uint32_t)(q0_38w >> 32));
-                uint64_t k0_40w = moac_word(K_, v + 64 * l_);
-                float k0_40 = moac_bits_to_f32((uint32_t)k0_40w);
-                float k0_41 = moac_bits_to_f32((uint32_t)(k0_40w >> 32));
-                acc37 = acc37 + q0_38 * k0_40;
-                acc37 = acc37 + q0_39 * k0_41;
-                uint64_t q1_42w = moac_word(q_, v + 32);
-                float q1_42 = moac_bits_to_f32((uint32_t)q1_42w);
-                float q1_43 = moac_bits_to_f32((uint32_t)(q1_42w >> 32));
-                uint64_t k1_44w = moac_word(K_, v + 64 * l_ + 32);
-                float k1_44 = moac_bits_to_f32((uint32_t)k1_44w);
-                float k1_45 = moac_bits_to_f32((uint32_t)(k1_44w >> 32));
-                acc37 = acc37 + q1_42 * k1_44;
-                acc37 = acc37 + q1_43 * k1_45;
+            /* kernel k2_combine: log-sum-exp merge of the chunk partials */
+            #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_z_part, out_)
+            for (int32_t db = 0; db < 16; ++db) {  /* lifted output axis d: ⟨128⟩ → ⟨⌈128/8⌉ 8⟩, d = 8·db + r */
+                float M = -INFINITY;
+                #pragma acc loop vector reduction(max:M)
+                for (int32_t g = 0; g < moac_ceildiv32(n_, chunk); ++g) {  /* global maximum M = max_g m_g */
+                    M = fmaxf(M, moac_m_part[g]);
+                }
+                float Z = 0.0f;
+                #pragma acc loop vector reduction(+:Z)
+                for (int32_t g = 0; g < moac_ceildiv32(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g */
+                    Z = Z + moac_expf(moac_m_part[g] - M) * moac_z_part[g];
+                }
+                float o0 = 0.0f;
+                float o1 = 0.0f;
+                float o2 = 0.0f;
+                float o3 = 0.0f;
+                float o4 = 0.0f;
+                float o5 = 0.0f;
+                float o6 = 0.0f;
+                float o7 = 0.0f;
+                #pragma acc loop vector reduction(+:o0, o1, o2, o3, o4, o5, o6, o7)
+                for (int32_t g = 0; g < moac_ceildiv32(n_, chunk); ++g) {  /* Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+                    float e = moac_expf(moac_m_part[g] - M);
+                    o0 = o0 + e * moac_o_part[g * 128 + 8 * db];
+                    o1 = o1 + e * moac_o_part[g * 128 + (8 * db + 1)];
+                    o2 = o2 + e * moac_o_part[g * 128 + (8 * db + 2)];
+                    o3 = o3 + e * moac_o_part[g * 128 + (8 * db + 3)];
+                    o4 = o4 + e * moac_o_part[g * 128 + (8 * db + 4)];
+                    o5 = o5 + e * moac_o_part[g * 128 + (8 * db + 5)];
+                    o6 = o6 + e * moac_o_part[g * 128 + (8 * db + 6)];
+                    o7 = o7 + e * moac_o_part[g * 128 + (8 * db + 7)];
+                }
+                out_[8 * db] = Z > 0.0f ? o0 / Z : 0.0f;
+                out_[8 * db + 1] = Z > 0.0f ? o1 / Z : 0.0f;
+                out_[8 * db + 2] = Z > 0.0f ? o2 / Z : 0.0f;
+                out_[8 * db + 3] = Z > 0.0f ? o3 / Z : 0.0f;
+                out_[8 * db + 4] = Z > 0.0f ? o4 / Z : 0.0f;
+                out_[8 * db + 5] = Z > 0.0f ? o5 / Z : 0.0f;
+                out_[8 * db + 6] = Z > 0.0f ? o6 / Z : 0.0f;
+                out_[8 * db + 7] = Z > 0.0f ? o7 / Z : 0.0f;
             }
-            float sc = acc37 / sqrtf((float)128);
-            moac_p[l_] = sc;
-            mg = fmaxf(mg, sc);
         }
-        float zg = 0.0f;
-        #pragma acc loop vector reduction(+:zg)
-        for (int64_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
-            int64_t l_ = c + chunk * g;
-            float e = moac_expf(moac_p[l_] - mg);
-            moac_p[l_] = e;
-            zg = zg + e;
+    } else {
+        /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
+        #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_p, moac_z_part, K_, V_, q_)
+        for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
+            int64_t cn = moac_imin(chunk, n_ - chunk * g);
+            float mg = -INFINITY;
+            #pragma acc loop seq
+            for (int64_t cq = 0; cq < cn / 4; ++cq) {  /* pass 1: tokens g·chunk + 4·cq + u, u < 4: scores and chunk maximum */
+                int64_t t0 = 4 * cq + chunk * g;
+                int64_t t1 = 4 * cq + chunk * g + 1;
+                int64_t t2 = 4 * cq + chunk * g + 2;
+                int64_t t3 = 4 * cq + chunk * g + 3;
+                float acc1 = 0.0f;
+                float acc10 = 0.0f;
+                float acc19 = 0.0f;
+                float acc28 = 0.0f;
+                #pragma acc loop vector reduction(+:acc1, acc10, acc19, acc28)
+                for (int64_t v = 0; v < 32; ++v) {  /* vector reduction over DNF axis j, 4 tokens jammed */
+                    uint64_t q0_2w = moac_word(q_, v);
+                    float q0_2 = moac_bits_to_f32((uint32_t)q0_2w);
+                    float q0_3 = moac_bits_to_f32((uint32_t)(q0_2w >> 32));
+                    uint64_t k0_4w = moac_word(K_, 64 * t0 + v);
+                    float k0_4 = moac_bits_to_f32((uint32_t)k0_4w);
+                    float k0_5 = moac_bits_to_f32((uint32_t)(k0_4w >> 32));
+                    acc1 = acc1 + q0_2 * k0_4;
+                    acc1 = acc1 + q0_3 * k0_5;
+                    uint64_t q1_6w = moac_word(q_, v + 32);
+                    float q1_6 = moac_bits_to_f32((uint32_t)q1_6w);
+                    float q1_7 = moac_bits_to_f32((uint32_t)(q1_6w >> 32));
+                    uint64_t k1_8w = moac_word(K_, 64 * t0 + v + 32);
+                    float k1_8 = moac_bits_to_f32((uint32_t)k1_8w);
+                    float k1_9 = moac_bits_to_f32((uint32_t)(k1_8w >> 32));
+                    acc1 = acc1 + q1_6 * k1_8;
+                    acc1 = acc1 + q1_7 * k1_9;
+                    uint64_t k0_13w = moac_word(K_, 64 * t1 + v);
+                    float k0_13 = moac_bits_to_f32((uint32_t)k0_13w);
+                    float k0_14 = moac_bits_to_f32((uint32_t)(k0_13w >> 32));
+                    acc10 = acc10 + q0_2 * k0_13;
+                    acc10 = acc10 + q0_3 * k0_14;
+                    uint64_t k1_17w = moac_word(K_, 64 * t1 + v + 32);
+                    float k1_17 = moac_bits_to_f32((uint32_t)k1_17w);
+                    float k1_18 = moac_bits_to_f32((uint32_t)(k1_17w >> 32));
+                    acc10 = acc10 + q1_6 * k1_17;
+                    acc10 = acc10 + q1_7 * k1_18;
+                    uint64_t k0_22w = moac_word(K_, 64 * t2 + v);
+                    float k0_22 = moac_bits_to_f32((uint32_t)k0_22w);
+                    float k0_23 = moac_bits_to_f32((uint32_t)(k0_22w >> 32));
+                    acc19 = acc19 + q0_2 * k0_22;
+                    acc19 = acc19 + q0_3 * k0_23;
+                    uint64_t k1_26w = moac_word(K_, 64 * t2 + v + 32);
+                    float k1_26 = moac_bits_to_f32((uint32_t)k1_26w);
+                    float k1_27 = moac_bits_to_f32((uint32_t)(k1_26w >> 32));
+                    acc19 = acc19 + q1_6 * k1_26;
+                    acc19 = acc19 + q1_7 * k1_27;
+                    uint64_t k0_31w = moac_word(K_, 64 * t3 + v);
+                    float k0_31 = moac_bits_to_f32((uint32_t)k0_31w);
+                    float k0_32 = moac_bits_to_f32((uint32_t)(k0_31w >> 32));
+                    acc28 = acc28 + q0_2 * k0_31;
+                    acc28 = acc28 + q0_3 * k0_32;
+                    uint64_t k1_35w = moac_word(K_, 64 * t3 + v + 32);
+                    float k1_35 = moac_bits_to_f32((uint32_t)k1_35w);
+                    float k1_36 = moac_bits_to_f32((uint32_t)(k1_35w >> 32));
+                    acc28 = acc28 + q1_6 * k1_35;
+                    acc28 = acc28 + q1_7 * k1_36;
+                }
+                float sc0 = acc1 / sqrtf((float)128);
+                moac_p[t0] = sc0;
+                mg = fmaxf(mg, sc0);
+                float sc1 = acc10 / sqrtf((float)128);
+                moac_p[t1] = sc1;
+                mg = fmaxf(mg, sc1);
+                float sc2 = acc19 / sqrtf((float)128);
+                moac_p[t2] = sc2;
+                mg = fmaxf(mg, sc2);
+                float sc3 = acc28 / sqrtf((float)128);
+                moac_p[t3] = sc3;
+                mg = fmaxf(mg, sc3);
+            }
+            #pragma acc loop seq
+            for (int64_t c = 4 * (cn / 4); c < cn; ++c) {  /* pass 1 remainder: the last cn mod 4 tokens */
+                int64_t l_ = c + chunk * g;
+                float acc37 = 0.0f;
+                #pragma acc loop vector reduction(+:acc37)
+                for (int64_t v = 0; v < 32; ++v) {  /* vector lanes: j = 2·(32·r + v) + k, r < 2, 2 elements per lane in packed loads */
+                    uint64_t q0_38w = moac_word(q_, v);
+                    float q0_38 = moac_bits_to_f32((uint32_t)q0_38w);
+                    float q0_39 = moac_bits_to_f32((uint32_t)(q0_38w >> 32));
+                    uint64_t k0_40w = moac_word(K_, v + 64 * l_);
+                    float k0_40 = moac_bits_to_f32((uint32_t)k0_40w);
+                    float k0_41 = moac_bits_to_f32((uint32_t)(k0_40w >> 32));
+                    acc37 = acc37 + q0_38 * k0_40;
+                    acc37 = acc37 + q0_39 * k0_41;
+                    uint64_t q1_42w = moac_word(q_, v + 32);
+                    float q1_42 = moac_bits_to_f32((uint32_t)q1_42w);
+                    float q1_43 = moac_bits_to_f32((uint32_t)(q1_42w >> 32));
+                    uint64_t k1_44w = moac_word(K_, v + 64 * l_ + 32);
+                    float k1_44 = moac_bits_to_f32((uint32_t)k1_44w);
+                    float k1_45 = moac_bits_to_f32((uint32_t)(k1_44w >> 32));
+                    acc37 = acc37 + q1_42 * k1_44;
+                    acc37 = acc37 + q1_43 * k1_45;
+                }
+                float sc = acc37 / sqrtf((float)128);
+                moac_p[l_] = sc;
+                mg = fmaxf(mg, sc);
+            }
+            float zg = 0.0f;
+            #pragma acc loop vector reduction(+:zg)
+            for (int64_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
+                int64_t l_ = c + chunk * g;
+                float e = moac_expf(moac_p[l_] - mg);
+                moac_p[l_] = e;
+                zg = zg + e;
+            }
+            #pragma acc loop vector
+            for (int64_t v = 0; v < 32; ++v) {  /* vector lanes: d = 2·(32·r + v) + k, r < 2, k < 2 */
+                float o0 = 0.0f;
+                float o1 = 0.0f;
+                float o2 = 0.0f;
+                float o3 = 0.0f;
+                #pragma acc loop seq
+                for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
+                    int64_t l_ = c + chunk * g;
+                    float pc = moac_p[l_];
+                    uint64_t v0_46w = moac_word(V_, v + 64 * l_);
+                    float v0_46 = moac_bits_to_f32((uint32_t)v0_46w);
+                    float v0_47 = moac_bits_to_f32((uint32_t)(v0_46w >> 32));
+                    float w0 = v0_46;
+                    o0 = o0 + pc * w0;
+                    float w1 = v0_47;
+                    o1 = o1 + pc * w1;
+                    uint64_t v1_48w = moac_word(V_, v + 64 * l_ + 32);
+                    float v1_48 = moac_bits_to_f32((uint32_t)v1_48w);
+                    float v1_49 = moac_bits_to_f32((uint32_t)(v1_48w >> 32));
+                    float w2 = v1_48;
+                    o2 = o2 + pc * w2;
+                    float w3 = v1_49;
+                    o3 = o3 + pc * w3;
+                }
+                moac_o_part[g * 128 + 2 * v] = o0;
+                moac_o_part[g * 128 + (2 * v + 1)] = o1;
+                moac_o_part[g * 128 + (2 * v + 64)] = o2;
+                moac_o_part[g * 128 + (2 * v + 65)] = o3;
+            }
+            moac_m_part[g] = mg;
+            moac_z_part[g] = zg;
         }
-        #pragma acc loop vector
-        for (int64_t v = 0; v < 32; ++v) {  /* vector lanes: d = 2·(32·r + v) + k, r < 2, k < 2 */
+        /* kernel k2_combine: log-sum-exp merge of the chunk partials */
+        #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_z_part, out_)
+        for (int64_t db = 0; db < 16; ++db) {  /* lifted output axis d: ⟨128⟩ → ⟨⌈128/8⌉ 8⟩, d = 8·db + r */
+            float M = -INFINITY;
+            #pragma acc loop vector reduction(max:M)
+            for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* global maximum M = max_g m_g */
+                M = fmaxf(M, moac_m_part[g]);
+            }
+            float Z = 0.0f;
+            #pragma acc loop vector reduction(+:Z)
+            for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g */
+                Z = Z + moac_expf(moac_m_part[g] - M) * moac_z_part[g];
+            }
             float o0 = 0.0f;
             float o1 = 0.0f;
             float o2 = 0.0f;
             float o3 = 0.0f;
-            #pragma acc loop seq
-            for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
-                int64_t l_ = c + chunk * g;
-                float pc = moac_p[l_];
-                uint64_t v0_46w = moac_word(V_, v + 64 * l_);
-                float v0_46 = moac_bits_to_f32((uint32_t)v0_46w);
-                float v0_47 = moac_bits_to_f32((uint32_t)(v0_46w >> 32));
-                float w0 = v0_46;
-                o0 = o0 + pc * w0;
-                float w1 = v0_47;
-                o1 = o1 + pc * w1;
-                uint64_t v1_48w = moac_word(V_, v + 64 * l_ + 32);
-                float v1_48 = moac_bits_to_f32((uint32_t)v1_48w);
-                float v1_49 = moac_bits_to_f32((uint32_t)(v1_48w >> 32));
-                float w2 = v1_48;
-                o2 = o2 + pc * w2;
-                float w3 = v1_49;
-                o3 = o3 + pc * w3;
+            float o4 = 0.0f;
+            float o5 = 0.0f;
+            float o6 = 0.0f;
+            float o7 = 0.0f;
+            #pragma acc loop vector reduction(+:o0, o1, o2, o3, o4, o5, o6, o7)
+            for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+                float e = moac_expf(moac_m_part[g] - M);
+                o0 = o0 + e * moac_o_part[g * 128 + 8 * db];
+                o1 = o1 + e * moac_o_part[g * 128 + (8 * db + 1)];
+                o2 = o2 + e * moac_o_part[g * 128 + (8 * db + 2)];
+                o3 = o3 + e * moac_o_part[g * 128 + (8 * db + 3)];
+                o4 = o4 + e * moac_o_part[g * 128 + (8 * db + 4)];
+                o5 = o5 + e * moac_o_part[g * 128 + (8 * db + 5)];
+                o6 = o6 + e * moac_o_part[g * 128 + (8 * db + 6)];
+                o7 = o7 + e * moac_o_part[g * 128 + (8 * db + 7)];
             }
-            moac_o_part[g * 128 + 2 * v] = o0;
-            moac_o_part[g * 128 + (2 * v + 1)] = o1;
-            moac_o_part[g * 128 + (2 * v + 64)] = o2;
-            moac_o_part[g * 128 + (2 * v + 65)] = o3;
+            out_[8 * db] = Z > 0.0f ? o0 / Z : 0.0f;
+            out_[8 * db + 1] = Z > 0.0f ? o1 / Z : 0.0f;
+            out_[8 * db + 2] = Z > 0.0f ? o2 / Z : 0.0f;
+            out_[8 * db + 3] = Z > 0.0f ? o3 / Z : 0.0f;
+            out_[8 * db + 4] = Z > 0.0f ? o4 / Z : 0.0f;
+            out_[8 * db + 5] = Z > 0.0f ? o5 / Z : 0.0f;
+            out_[8 * db + 6] = Z > 0.0f ? o6 / Z : 0.0f;
+            out_[8 * db + 7] = Z > 0.0f ? o7 / Z : 0.0f;
         }
-        moac_m_part[g] = mg;
-        moac_z_part[g] = zg;
-    }
-    /* kernel k2_combine: log-sum-exp merge of the chunk partials */
-    #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_z_part, out_)
-    for (int64_t db = 0; db < 16; ++db) {  /* lifted output axis d: ⟨128⟩ → ⟨⌈128/8⌉ 8⟩, d = 8·db + r */
-        float M = -INFINITY;
-        #pragma acc loop vector reduction(max:M)
-        for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* global maximum M = max_g m_g */
-            M = fmaxf(M, moac_m_part[g]);
-        }
-        float Z = 0.0f;
-        #pragma acc loop vector reduction(+:Z)
-        for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g */
-            Z = Z + moac_expf(moac_m_part[g] - M) * moac_z_part[g];
-        }
-        float o0 = 0.0f;
-        float o1 = 0.0f;
-        float o2 = 0.0f;
-        float o3 = 0.0f;
-        float o4 = 0.0f;
-        float o5 = 0.0f;
-        float o6 = 0.0f;
-        float o7 = 0.0f;
-        #pragma acc loop vector reduction(+:o0, o1, o2, o3, o4, o5, o6, o7)
-        for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
-            float e = moac_expf(moac_m_part[g] - M);
-            o0 = o0 + e * moac_o_part[g * 128 + 8 * db];
-            o1 = o1 + e * moac_o_part[g * 128 + (8 * db + 1)];
-            o2 = o2 + e * moac_o_part[g * 128 + (8 * db + 2)];
-            o3 = o3 + e * moac_o_part[g * 128 + (8 * db + 3)];
-            o4 = o4 + e * moac_o_part[g * 128 + (8 * db + 4)];
-            o5 = o5 + e * moac_o_part[g * 128 + (8 * db + 5)];
-            o6 = o6 + e * moac_o_part[g * 128 + (8 * db + 6)];
-            o7 = o7 + e * moac_o_part[g * 128 + (8 * db + 7)];
-        }
-        out_[8 * db] = Z > 0.0f ? o0 / Z : 0.0f;
-        out_[8 * db + 1] = Z > 0.0f ? o1 / Z : 0.0f;
-        out_[8 * db + 2] = Z > 0.0f ? o2 / Z : 0.0f;
-        out_[8 * db + 3] = Z > 0.0f ? o3 / Z : 0.0f;
-        out_[8 * db + 4] = Z > 0.0f ? o4 / Z : 0.0f;
-        out_[8 * db + 5] = Z > 0.0f ? o5 / Z : 0.0f;
-        out_[8 * db + 6] = Z > 0.0f ? o6 / Z : 0.0f;
-        out_[8 * db + 7] = Z > 0.0f ? o7 / Z : 0.0f;
     }
     if (own) {
 #ifdef _OPENACC
