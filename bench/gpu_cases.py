@@ -5,9 +5,9 @@ gcc-12-offload-nvptx) and the case list the GPU runner reads.
     python3 bench/gpu_cases.py OUTDIR [--sweep] [-- FLAGS]   # then, on the GPU machine:
     python3 bench/gpu_run.py --cases OUTDIR/cases.json --json results.json
 
-Every case of the issue's table (d = 128), each built for openacc and cuda, with 64- and
-32-bit indices, GQA also with `--share-kv`; `--sweep` builds the tokens-in-flight variants
-instead.  A bf16 case is the example with K and V
+Every case of the issue's table (d = 128), each built for openacc and cuda with the
+default options and with 64-bit indices, GQA also with `--no-share-kv`; `--sweep` builds
+the tokens-in-flight variants instead.  A bf16 case is the example with K and V
 declared bf16.
 """
 from __future__ import annotations
@@ -30,18 +30,17 @@ CASES = [
     ("gqab_bf16_n128k", "decode_gqa_batched", "bf16", GQA, {"B": 1, "n": 131072}),
     ("decode_f32_n256k", "decode", "f32", D, {"n": 262144}),
 ]
-# suffix, target, flags
-VARIANTS = [("", "openacc", []), ("-acc32", "openacc", ["--index-bits", "32"]),
-            ("-cuda", "cuda", []), ("-cuda32", "cuda", ["--index-bits", "32"])]
-GQA_VARIANTS = [("-share", "openacc", ["--share-kv"]), ("-acc32-share", "openacc", ["--share-kv", "--index-bits", "32"]),
-                ("-cuda-share", "cuda", ["--share-kv"]), ("-cuda32-share", "cuda", ["--share-kv", "--index-bits", "32"])]
+# suffix, target, flags: the defaults (32-bit kernels where the buffers fit, GQA heads of a
+# KV head in one gang) and, beside them, the 64-bit kernels and the per-query-head mapping
+VARIANTS = [("", "openacc", []), ("-acc64", "openacc", ["--index-bits", "64"]),
+            ("-cuda", "cuda", []), ("-cuda64", "cuda", ["--index-bits", "64"])]
+GQA_VARIANTS = [("-noshare", "openacc", ["--no-share-kv"]), ("-cuda-noshare", "cuda", ["--no-share-kv"])]
 
 # --sweep: tokens in flight per warp (score pass --unroll U, weighted sum --unroll-wsum T)
 SWEEP = {
-    "mha_bf16": [(f"-cuda-u{u}t{t}", "cuda", ["--index-bits", "32", "--unroll", str(u), "--unroll-wsum", str(t)])
+    "mha_bf16": [(f"-cuda-u{u}t{t}", "cuda", ["--unroll", str(u), "--unroll-wsum", str(t)])
                  for u in (4, 8, 16) for t in (1, 2)],
-    "mha_f32": [("-cuda-u8", "cuda", ["--index-bits", "32", "--unroll", "8"]),
-                ("-cuda-t2", "cuda", ["--index-bits", "32", "--unroll-wsum", "2"])],
+    "mha_f32": [("-cuda-u8", "cuda", ["--unroll", "8"]), ("-cuda-t2", "cuda", ["--unroll-wsum", "2"])],
 }
 
 

@@ -94,9 +94,13 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     fsize = sp.Mul(*frame_ext) if frame_ext else sp.Integer(1)
     g, cn = internal("g"), internal("cn")
     l = at.l
-    ctx.choices.append(Choice(C, "moac_chunk", (N, fsize)))
-    ctx.notes.append(f"chunk = moac_chunk({fmt_index(N)}, {fmt_index(fsize)}): tokens per gang, a power of two in "
-                     f"16 … {CHUNK} chosen at run time: at most {CHUNKS_PER_FRAME} chunks per frame, about {GANGS} gangs")
+    frame = list(at.frame)
+    grp = kv_group(W, frame, frame_ext) if opts.share_kv else None
+    gang_frames = sp.cancel(fsize / grp[1]) if grp is not None else fsize     # gangs per chunk index
+    ctx.choices.append(Choice(C, "moac_chunk", (N, gang_frames)))
+    ctx.notes.append(f"chunk = moac_chunk({fmt_index(N)}, {fmt_index(gang_frames)}): tokens per gang, a power of two "
+                     f"in 16 … {CHUNK} chosen at run time: at most {CHUNKS_PER_FRAME} chunks per frame, about {GANGS} "
+                     f"gangs ({fmt_index(gang_frames)} per chunk index)")
     ctx.add_buffer(at.out.name, "output", ctx.spec(tuple(at.out.shape)))
     ctx.add_buffer("@m_part", "scratch", frame_ext + (G,))
     ctx.add_buffer("@z_part", "scratch", frame_ext + (G,))
@@ -104,12 +108,11 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     ctx.add_buffer("@p", "scratch", frame_ext + (G * C,))
     guarded = not (sp.Eq(sp.Mod(N, C), 0) is sp.true)
     ctx.lifts.append(Lift(l.name, N, C, "g", "c", guarded, "gang (chunks of tokens) × seq/vector"))
-    frame, rest = list(at.frame), list(at.rest)
+    rest = list(at.rest)
     red_vars = [r.var for r in outer_reductions(E, [])]
     ev = red_vars[0] if red_vars else None
 
     # ---- kernel 1: partials
-    grp = kv_group(W, frame, frame_ext) if opts.share_kv else None
     if grp is not None:
         gv, gc = grp
         a = internal("a")
