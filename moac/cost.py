@@ -8,6 +8,7 @@ import sympy as sp
 
 from . import hardware as H
 from .schedule.choices import RULES, evaluate
+from .targets import get_target
 from .errors import MoacError
 
 
@@ -37,7 +38,7 @@ def analyse(prog, sizes: dict, target: str = "openacc", token: str | None = "n",
     if all(s in env for s in prog.core.sizes):
         values = dict(env)
         for ch in onf.choices:
-            values[ch.var] = sp.Integer(evaluate(ch, values))
+            values[ch.var] = sp.Integer(evaluate(ch, values, get_target(target).gangs))
     kv = fpt = None
     if tok is not None:
         # the run-time choices (the chunk size) as the sequence grows without bound

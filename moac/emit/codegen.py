@@ -43,16 +43,20 @@ HELPERS = (
     "    else u = sign | ((e + 112) << 23) | (m << 13);\n"
     "    union { uint32_t u; float f; } v; v.u = u; return v.f;\n"
     "}",
-    "/* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that\n"
-    " * keeps at most 1024 chunks per frame (the combine folds them with lanes over the chunks)\n"
-    " * and about 16384 gangs in all (enough to fill every multiprocessor many times) */\n"
-    "static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {\n"
-    "    int64_t by_chunks = (tokens + 1023) / 1024, by_gangs = (tokens * frames + 16383) / 16384;\n"
-    "    int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = 16;\n"
-    "    while (c < want && c < 1024) c *= 2;\n"
-    "    return c;\n"
-    "}",
 )
+
+
+def chunk_helper(gangs: int) -> str:
+    """moac_chunk (moac.schedule.choices.chunk_size) for a target aiming at `gangs` gangs."""
+    return ("/* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that\n"
+            " * keeps at most 1024 chunks per frame (the combine folds them with lanes over the chunks)\n"
+            f" * and about {gangs} gangs in all (this target's choice) */\n"
+            "static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {\n"
+            f"    int64_t by_chunks = (tokens + 1023) / 1024, by_gangs = (tokens * frames + {gangs - 1}) / {gangs};\n"
+            "    int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = 16;\n"
+            "    while (c < want && c < 1024) c *= 2;\n"
+            "    return c;\n"
+            "}")
 
 
 # helpers printed only where the kernels call them
@@ -166,7 +170,7 @@ def context(unit: CUnit, sig: Signature, target, helper_prefix: str | None = Non
     prologue = "\n".join(cir.stmts(unit.prologue, unit.ctype, indent=1))
     return dict(
         version=__version__, filename=unit.filename, target=unit.target, plan=unit.plan,
-        summary=unit.summary, device_entry=target.device_entry, helpers=HELPERS + (_helpers32() if unit.index_bits in (0, 32) else ())
+        summary=unit.summary, device_entry=target.device_entry, helpers=HELPERS + (chunk_helper(target.gangs),) + (_helpers32() if unit.index_bits in (0, 32) else ())
         + tuple(OPTIONAL_HELPERS[h] for h in unit.helpers), helper_prefix=helper_prefix or target.helper_prefix,
         model_macro=target.model_macro, header=target.header, device_malloc=target.device_malloc,
         device_free=target.device_free,

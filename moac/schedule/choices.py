@@ -7,16 +7,16 @@ CHUNK = 1024         # the most tokens per gang in the split-K lifting
 
 
 CHUNKS_PER_FRAME = 1024   # the most chunks of one frame the combine merges
-GANGS = 16384             # about this many gangs: ≈ 124 one-warp gangs per multiprocessor of an H200
+GANGS = 16384             # the default gang count aimed for (a target may set its own: Target.gangs)
 
 
-def chunk_size(tokens: int, frames: int) -> int:
+def chunk_size(tokens: int, frames: int, gangs: int = GANGS) -> int:
     """moac_chunk: the smallest power of two in 16 … 1024 tokens per chunk that keeps at
-    most CHUNKS_PER_FRAME chunks per frame and about GANGS gangs in all (measured on the
+    most CHUNKS_PER_FRAME chunks per frame and about `gangs` gangs in all (measured on the
     H200, docs/benchmarks.md: fewer gangs leave multiprocessors idle, which the single-head
     and shared-KV cases showed; the combine folds a frame's chunks with lanes over them,
     so its cost grows with ⌈chunks/32⌉)."""
-    want = max((tokens + CHUNKS_PER_FRAME - 1) // CHUNKS_PER_FRAME, (tokens * frames + GANGS - 1) // GANGS)
+    want = max((tokens + CHUNKS_PER_FRAME - 1) // CHUNKS_PER_FRAME, (tokens * frames + gangs - 1) // gangs)
     c = 16
     while c < want and c < CHUNK:
         c *= 2
@@ -26,7 +26,8 @@ def chunk_size(tokens: int, frames: int) -> int:
 RULES = {"moac_chunk": chunk_size}
 
 
-def evaluate(choice, values: dict) -> int:
-    """A Choice's value where every size is known (values: sympy symbol -> integer)."""
+def evaluate(choice, values: dict, gangs: int = GANGS) -> int:
+    """A Choice's value where every size is known (values: sympy symbol -> integer), for a
+    target aiming at `gangs` gangs."""
     import sympy as sp
-    return RULES[choice.rule](*(int(sp.sympify(a).xreplace(values)) for a in choice.args))
+    return RULES[choice.rule](*(int(sp.sympify(a).xreplace(values)) for a in choice.args), gangs)

@@ -40,6 +40,7 @@ class Target:
     suffix: str = ".c"                 # its source files' suffix
     runtime_libs: tuple = ()           # shared libraries a device bundle carries (found by gcc)
     stream: bool = False               # the device entry takes a stream after its workspace
+    gangs: int = 16384                 # about how many gangs the split-K chunk choice aims for
 
     def gang_pragma(self, collapse: int, arrays: tuple) -> str | None:
         if self.gang is None:

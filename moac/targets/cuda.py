@@ -23,5 +23,8 @@ TARGET = Target(
     compiler="nvcc",
     suffix=".cu",
     stream=True,
+    # one-warp blocks: about 31 per multiprocessor of an H200; more, smaller chunks measured
+    # slower here (bench/results/2026-12-01/defaults2_h200.json), while OpenACC wants 16384
+    gangs=4096,
     offload={"nvptx": _FLAGS},
 )

@@ -42,7 +42,7 @@ static inline float moac_f16_to_f32(uint16_t h) {
 #pragma acc routine seq
 /* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that
  * keeps at most 1024 chunks per frame (the combine folds them with lanes over the chunks)
- * and about 16384 gangs in all (enough to fill every multiprocessor many times) */
+ * and about 16384 gangs in all (this target's choice) */
 static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     int64_t by_chunks = (tokens + 1023) / 1024, by_gangs = (tokens * frames + 16383) / 16384;
     int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = 16;
