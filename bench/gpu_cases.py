@@ -40,7 +40,12 @@ GQA_VARIANTS = [("-noshare", "openacc", ["--no-share-kv"]), ("-cuda-noshare", "c
 SWEEP = {
     "mha_bf16": [(f"-cuda-u{u}t{t}", "cuda", ["--unroll", str(u), "--unroll-wsum", str(t)])
                  for u in (4, 8, 16) for t in (1, 2)],
-    "mha_f32": [("-cuda-u8", "cuda", ["--unroll", "8"]), ("-cuda-t2", "cuda", ["--unroll-wsum", "2"])],
+    "gqa_bf16_n32k": [(f"-cuda-u{u}t{t}", "cuda", ["--unroll", str(u), "--unroll-wsum", str(t)])
+                      for u in (2, 4, 8) for t in (1, 2)],
+    "gqab_bf16_B32": [(f"-cuda-u{u}t{t}", "cuda", ["--unroll", str(u), "--unroll-wsum", str(t)])
+                      for u in (2, 4, 8) for t in (1, 2)],
+    "decode_f32_n256k": [(f"-cuda-u{u}t{t}", "cuda", ["--unroll", str(u), "--unroll-wsum", str(t)])
+                         for u in (4, 8) for t in (1, 2)],
 }
 
 

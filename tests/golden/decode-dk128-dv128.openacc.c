@@ -282,10 +282,6 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
                     M = fmaxf(M, moac_m_part[g]);
                 }
                 float Z = 0.0f;
-                #pragma acc loop vector reduction(+:Z)
-                for (int32_t g = 0; g < moac_ceildiv32(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g */
-                    Z = Z + moac_expf(moac_m_part[g] - M) * moac_z_part[g];
-                }
                 float o0 = 0.0f;
                 float o1 = 0.0f;
                 float o2 = 0.0f;
@@ -294,9 +290,10 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
                 float o5 = 0.0f;
                 float o6 = 0.0f;
                 float o7 = 0.0f;
-                #pragma acc loop vector reduction(+:o0, o1, o2, o3, o4, o5, o6, o7)
-                for (int32_t g = 0; g < moac_ceildiv32(n_, chunk); ++g) {  /* Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+                #pragma acc loop vector reduction(+:Z, o0, o1, o2, o3, o4, o5, o6, o7)
+                for (int32_t g = 0; g < moac_ceildiv32(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
                     float e = moac_expf(moac_m_part[g] - M);
+                    Z = Z + e * moac_z_part[g];
                     o0 = o0 + e * moac_o_part[g * 128 + 8 * db];
                     o1 = o1 + e * moac_o_part[g * 128 + (8 * db + 1)];
                     o2 = o2 + e * moac_o_part[g * 128 + (8 * db + 2)];
@@ -471,10 +468,6 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
                 M = fmaxf(M, moac_m_part[g]);
             }
             float Z = 0.0f;
-            #pragma acc loop vector reduction(+:Z)
-            for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g */
-                Z = Z + moac_expf(moac_m_part[g] - M) * moac_z_part[g];
-            }
             float o0 = 0.0f;
             float o1 = 0.0f;
             float o2 = 0.0f;
@@ -483,9 +476,10 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
             float o5 = 0.0f;
             float o6 = 0.0f;
             float o7 = 0.0f;
-            #pragma acc loop vector reduction(+:o0, o1, o2, o3, o4, o5, o6, o7)
-            for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+            #pragma acc loop vector reduction(+:Z, o0, o1, o2, o3, o4, o5, o6, o7)
+            for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
                 float e = moac_expf(moac_m_part[g] - M);
+                Z = Z + e * moac_z_part[g];
                 o0 = o0 + e * moac_o_part[g * 128 + 8 * db];
                 o1 = o1 + e * moac_o_part[g * 128 + (8 * db + 1)];
                 o2 = o2 + e * moac_o_part[g * 128 + (8 * db + 2)];

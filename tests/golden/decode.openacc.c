@@ -196,10 +196,6 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
                     M = fmaxf(M, moac_m_part[g]);
                 }
                 float Z = 0.0f;
-                #pragma acc loop vector reduction(+:Z)
-                for (int32_t g = 0; g < moac_ceildiv32(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g */
-                    Z = Z + moac_expf(moac_m_part[g] - M) * moac_z_part[g];
-                }
                 float o0 = 0.0f;
                 float o1 = 0.0f;
                 float o2 = 0.0f;
@@ -208,9 +204,10 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
                 float o5 = 0.0f;
                 float o6 = 0.0f;
                 float o7 = 0.0f;
-                #pragma acc loop vector reduction(+:o0, o1, o2, o3, o4, o5, o6, o7)
-                for (int32_t g = 0; g < moac_ceildiv32(n_, chunk); ++g) {  /* Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+                #pragma acc loop vector reduction(+:Z, o0, o1, o2, o3, o4, o5, o6, o7)
+                for (int32_t g = 0; g < moac_ceildiv32(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
                     float e = moac_expf(moac_m_part[g] - M);
+                    Z = Z + e * moac_z_part[g];
                     if (8 * db < dv_) {
                         o0 = o0 + e * moac_o_part[g * dv_ + 8 * db];
                     }
@@ -341,10 +338,6 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
                 M = fmaxf(M, moac_m_part[g]);
             }
             float Z = 0.0f;
-            #pragma acc loop vector reduction(+:Z)
-            for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g */
-                Z = Z + moac_expf(moac_m_part[g] - M) * moac_z_part[g];
-            }
             float o0 = 0.0f;
             float o1 = 0.0f;
             float o2 = 0.0f;
@@ -353,9 +346,10 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
             float o5 = 0.0f;
             float o6 = 0.0f;
             float o7 = 0.0f;
-            #pragma acc loop vector reduction(+:o0, o1, o2, o3, o4, o5, o6, o7)
-            for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+            #pragma acc loop vector reduction(+:Z, o0, o1, o2, o3, o4, o5, o6, o7)
+            for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
                 float e = moac_expf(moac_m_part[g] - M);
+                Z = Z + e * moac_z_part[g];
                 if (8 * db < dv_) {
                     o0 = o0 + e * moac_o_part[g * dv_ + 8 * db];
                 }

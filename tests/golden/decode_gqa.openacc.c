@@ -203,10 +203,6 @@ int moac_decode_gqa_device(const float *restrict Q_, const float *restrict K_, c
                         M = fmaxf(M, moac_m_part[i_ * moac_ceildiv32(n_, chunk) + g]);
                     }
                     float Z = 0.0f;
-                    #pragma acc loop vector reduction(+:Z)
-                    for (int32_t g = 0; g < moac_ceildiv32(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g */
-                        Z = Z + moac_expf(moac_m_part[i_ * moac_ceildiv32(n_, chunk) + g] - M) * moac_z_part[i_ * moac_ceildiv32(n_, chunk) + g];
-                    }
                     float o0 = 0.0f;
                     float o1 = 0.0f;
                     float o2 = 0.0f;
@@ -215,9 +211,10 @@ int moac_decode_gqa_device(const float *restrict Q_, const float *restrict K_, c
                     float o5 = 0.0f;
                     float o6 = 0.0f;
                     float o7 = 0.0f;
-                    #pragma acc loop vector reduction(+:o0, o1, o2, o3, o4, o5, o6, o7)
-                    for (int32_t g = 0; g < moac_ceildiv32(n_, chunk); ++g) {  /* Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+                    #pragma acc loop vector reduction(+:Z, o0, o1, o2, o3, o4, o5, o6, o7)
+                    for (int32_t g = 0; g < moac_ceildiv32(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
                         float e = moac_expf(moac_m_part[i_ * moac_ceildiv32(n_, chunk) + g] - M);
+                        Z = Z + e * moac_z_part[i_ * moac_ceildiv32(n_, chunk) + g];
                         if (8 * db < dv_) {
                             o0 = o0 + e * moac_o_part[i_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + 8 * db];
                         }
@@ -352,10 +349,6 @@ int moac_decode_gqa_device(const float *restrict Q_, const float *restrict K_, c
                     M = fmaxf(M, moac_m_part[i_ * moac_ceildiv(n_, chunk) + g]);
                 }
                 float Z = 0.0f;
-                #pragma acc loop vector reduction(+:Z)
-                for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g */
-                    Z = Z + moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + g] - M) * moac_z_part[i_ * moac_ceildiv(n_, chunk) + g];
-                }
                 float o0 = 0.0f;
                 float o1 = 0.0f;
                 float o2 = 0.0f;
@@ -364,9 +357,10 @@ int moac_decode_gqa_device(const float *restrict Q_, const float *restrict K_, c
                 float o5 = 0.0f;
                 float o6 = 0.0f;
                 float o7 = 0.0f;
-                #pragma acc loop vector reduction(+:o0, o1, o2, o3, o4, o5, o6, o7)
-                for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+                #pragma acc loop vector reduction(+:Z, o0, o1, o2, o3, o4, o5, o6, o7)
+                for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
                     float e = moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + g] - M);
+                    Z = Z + e * moac_z_part[i_ * moac_ceildiv(n_, chunk) + g];
                     if (8 * db < dv_) {
                         o0 = o0 + e * moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + 8 * db];
                     }

@@ -136,9 +136,6 @@ int moac_decode_gqa(const float *restrict Q_, const float *restrict K_, const fl
                 M = fmaxf(M, moac_m_part[i_ * moac_ceildiv(n_, chunk) + g]);
             }
             float Z = 0.0f;
-            for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g */
-                Z = Z + moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + g] - M) * moac_z_part[i_ * moac_ceildiv(n_, chunk) + g];
-            }
             float o0 = 0.0f;
             float o1 = 0.0f;
             float o2 = 0.0f;
@@ -147,8 +144,9 @@ int moac_decode_gqa(const float *restrict Q_, const float *restrict K_, const fl
             float o5 = 0.0f;
             float o6 = 0.0f;
             float o7 = 0.0f;
-            for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+            for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
                 float e = moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + g] - M);
+                Z = Z + e * moac_z_part[i_ * moac_ceildiv(n_, chunk) + g];
                 if (8 * db < dv_) {
                     o0 = o0 + e * moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + 8 * db];
                 }

@@ -197,14 +197,6 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k2_combine(float *__restri
         M = moac_warp_max_f32(M);
         __syncwarp();
         float Z = 0.0f;
-        if (moac_lane != 0) {
-            Z = 0.0f;
-        }
-        for (int64_t g = moac_lane; g < moac_ceildiv(n_, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g */
-            Z = Z + moac_expf(moac_m_part[b_ * h_ * moac_ceildiv(n_, chunk) + i_ * moac_ceildiv(n_, chunk) + g] - M) * moac_z_part[b_ * h_ * moac_ceildiv(n_, chunk) + i_ * moac_ceildiv(n_, chunk) + g];
-        }
-        Z = moac_warp_add_f32(Z);
-        __syncwarp();
         float o0 = 0.0f;
         float o1 = 0.0f;
         float o2 = 0.0f;
@@ -214,6 +206,7 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k2_combine(float *__restri
         float o6 = 0.0f;
         float o7 = 0.0f;
         if (moac_lane != 0) {
+            Z = 0.0f;
             o0 = 0.0f;
             o1 = 0.0f;
             o2 = 0.0f;
@@ -223,8 +216,9 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k2_combine(float *__restri
             o6 = 0.0f;
             o7 = 0.0f;
         }
-        for (int64_t g = moac_lane; g < moac_ceildiv(n_, chunk); g += 32) {  /* Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+        for (int64_t g = moac_lane; g < moac_ceildiv(n_, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[b_ * h_ * moac_ceildiv(n_, chunk) + i_ * moac_ceildiv(n_, chunk) + g] - M);
+            Z = Z + e * moac_z_part[b_ * h_ * moac_ceildiv(n_, chunk) + i_ * moac_ceildiv(n_, chunk) + g];
             if (8 * db < dv_) {
                 o0 = o0 + e * moac_o_part[b_ * h_ * moac_ceildiv(n_, chunk) * dv_ + i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + 8 * db];
             }
@@ -250,29 +244,45 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k2_combine(float *__restri
                 o7 = o7 + e * moac_o_part[b_ * h_ * moac_ceildiv(n_, chunk) * dv_ + i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 7)];
             }
         }
-        /* 8 accumulators reduced across the warp: 9 exchanges, 8 broadcasts */
+        /* 9 accumulators reduced across the warp: 16 exchanges, 9 broadcasts */
         {
-            const int moac_up1 = (moac_lane & 16) != 0;
-            o0 = (moac_up1 ? o4 : o0) + __shfl_xor_sync(0xffffffffu, moac_up1 ? o0 : o4, 16);
-            o1 = (moac_up1 ? o5 : o1) + __shfl_xor_sync(0xffffffffu, moac_up1 ? o1 : o5, 16);
-            o2 = (moac_up1 ? o6 : o2) + __shfl_xor_sync(0xffffffffu, moac_up1 ? o2 : o6, 16);
-            o3 = (moac_up1 ? o7 : o3) + __shfl_xor_sync(0xffffffffu, moac_up1 ? o3 : o7, 16);
-            const int moac_up2 = (moac_lane & 8) != 0;
-            o0 = (moac_up2 ? o2 : o0) + __shfl_xor_sync(0xffffffffu, moac_up2 ? o0 : o2, 8);
-            o1 = (moac_up2 ? o3 : o1) + __shfl_xor_sync(0xffffffffu, moac_up2 ? o1 : o3, 8);
-            const int moac_up3 = (moac_lane & 4) != 0;
-            o0 = (moac_up3 ? o1 : o0) + __shfl_xor_sync(0xffffffffu, moac_up3 ? o0 : o1, 4);
-            o0 = o0 + __shfl_xor_sync(0xffffffffu, o0, 2);
-            o0 = o0 + __shfl_xor_sync(0xffffffffu, o0, 1);
-            float moac_tot4 = o0;
-            o0 = __shfl_sync(0xffffffffu, moac_tot4, 0);
-            o1 = __shfl_sync(0xffffffffu, moac_tot4, 4);
-            o2 = __shfl_sync(0xffffffffu, moac_tot4, 8);
-            o3 = __shfl_sync(0xffffffffu, moac_tot4, 12);
-            o4 = __shfl_sync(0xffffffffu, moac_tot4, 16);
-            o5 = __shfl_sync(0xffffffffu, moac_tot4, 20);
-            o6 = __shfl_sync(0xffffffffu, moac_tot4, 24);
-            o7 = __shfl_sync(0xffffffffu, moac_tot4, 28);
+            float moac_pad1 = 0.0f;
+            float moac_pad2 = 0.0f;
+            float moac_pad3 = 0.0f;
+            float moac_pad4 = 0.0f;
+            float moac_pad5 = 0.0f;
+            float moac_pad6 = 0.0f;
+            float moac_pad7 = 0.0f;
+            const int moac_up8 = (moac_lane & 16) != 0;
+            Z = (moac_up8 ? o7 : Z) + __shfl_xor_sync(0xffffffffu, moac_up8 ? Z : o7, 16);
+            o0 = (moac_up8 ? moac_pad1 : o0) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o0 : moac_pad1, 16);
+            o1 = (moac_up8 ? moac_pad2 : o1) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o1 : moac_pad2, 16);
+            o2 = (moac_up8 ? moac_pad3 : o2) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o2 : moac_pad3, 16);
+            o3 = (moac_up8 ? moac_pad4 : o3) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o3 : moac_pad4, 16);
+            o4 = (moac_up8 ? moac_pad5 : o4) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o4 : moac_pad5, 16);
+            o5 = (moac_up8 ? moac_pad6 : o5) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o5 : moac_pad6, 16);
+            o6 = (moac_up8 ? moac_pad7 : o6) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o6 : moac_pad7, 16);
+            const int moac_up9 = (moac_lane & 8) != 0;
+            Z = (moac_up9 ? o3 : Z) + __shfl_xor_sync(0xffffffffu, moac_up9 ? Z : o3, 8);
+            o0 = (moac_up9 ? o4 : o0) + __shfl_xor_sync(0xffffffffu, moac_up9 ? o0 : o4, 8);
+            o1 = (moac_up9 ? o5 : o1) + __shfl_xor_sync(0xffffffffu, moac_up9 ? o1 : o5, 8);
+            o2 = (moac_up9 ? o6 : o2) + __shfl_xor_sync(0xffffffffu, moac_up9 ? o2 : o6, 8);
+            const int moac_up10 = (moac_lane & 4) != 0;
+            Z = (moac_up10 ? o1 : Z) + __shfl_xor_sync(0xffffffffu, moac_up10 ? Z : o1, 4);
+            o0 = (moac_up10 ? o2 : o0) + __shfl_xor_sync(0xffffffffu, moac_up10 ? o0 : o2, 4);
+            const int moac_up11 = (moac_lane & 2) != 0;
+            Z = (moac_up11 ? o0 : Z) + __shfl_xor_sync(0xffffffffu, moac_up11 ? Z : o0, 2);
+            Z = Z + __shfl_xor_sync(0xffffffffu, Z, 1);
+            float moac_tot12 = Z;
+            Z = __shfl_sync(0xffffffffu, moac_tot12, 0);
+            o0 = __shfl_sync(0xffffffffu, moac_tot12, 2);
+            o1 = __shfl_sync(0xffffffffu, moac_tot12, 4);
+            o2 = __shfl_sync(0xffffffffu, moac_tot12, 6);
+            o3 = __shfl_sync(0xffffffffu, moac_tot12, 8);
+            o4 = __shfl_sync(0xffffffffu, moac_tot12, 10);
+            o5 = __shfl_sync(0xffffffffu, moac_tot12, 12);
+            o6 = __shfl_sync(0xffffffffu, moac_tot12, 14);
+            o7 = __shfl_sync(0xffffffffu, moac_tot12, 16);
         }
         __syncwarp();
         if (8 * db < dv_) {
@@ -423,14 +433,6 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k2_combine_i32(float *__re
         M = moac_warp_max_f32(M);
         __syncwarp();
         float Z = 0.0f;
-        if (moac_lane != 0) {
-            Z = 0.0f;
-        }
-        for (int32_t g = moac_lane; g < moac_ceildiv32(n_, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g */
-            Z = Z + moac_expf(moac_m_part[b_ * h_ * moac_ceildiv32(n_, chunk) + i_ * moac_ceildiv32(n_, chunk) + g] - M) * moac_z_part[b_ * h_ * moac_ceildiv32(n_, chunk) + i_ * moac_ceildiv32(n_, chunk) + g];
-        }
-        Z = moac_warp_add_f32(Z);
-        __syncwarp();
         float o0 = 0.0f;
         float o1 = 0.0f;
         float o2 = 0.0f;
@@ -440,6 +442,7 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k2_combine_i32(float *__re
         float o6 = 0.0f;
         float o7 = 0.0f;
         if (moac_lane != 0) {
+            Z = 0.0f;
             o0 = 0.0f;
             o1 = 0.0f;
             o2 = 0.0f;
@@ -449,8 +452,9 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k2_combine_i32(float *__re
             o6 = 0.0f;
             o7 = 0.0f;
         }
-        for (int32_t g = moac_lane; g < moac_ceildiv32(n_, chunk); g += 32) {  /* Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+        for (int32_t g = moac_lane; g < moac_ceildiv32(n_, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[b_ * h_ * moac_ceildiv32(n_, chunk) + i_ * moac_ceildiv32(n_, chunk) + g] - M);
+            Z = Z + e * moac_z_part[b_ * h_ * moac_ceildiv32(n_, chunk) + i_ * moac_ceildiv32(n_, chunk) + g];
             if (8 * db < dv_) {
                 o0 = o0 + e * moac_o_part[b_ * h_ * moac_ceildiv32(n_, chunk) * dv_ + i_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + 8 * db];
             }
@@ -476,29 +480,45 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k2_combine_i32(float *__re
                 o7 = o7 + e * moac_o_part[b_ * h_ * moac_ceildiv32(n_, chunk) * dv_ + i_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + (8 * db + 7)];
             }
         }
-        /* 8 accumulators reduced across the warp: 9 exchanges, 8 broadcasts */
+        /* 9 accumulators reduced across the warp: 16 exchanges, 9 broadcasts */
         {
-            const int moac_up1 = (moac_lane & 16) != 0;
-            o0 = (moac_up1 ? o4 : o0) + __shfl_xor_sync(0xffffffffu, moac_up1 ? o0 : o4, 16);
-            o1 = (moac_up1 ? o5 : o1) + __shfl_xor_sync(0xffffffffu, moac_up1 ? o1 : o5, 16);
-            o2 = (moac_up1 ? o6 : o2) + __shfl_xor_sync(0xffffffffu, moac_up1 ? o2 : o6, 16);
-            o3 = (moac_up1 ? o7 : o3) + __shfl_xor_sync(0xffffffffu, moac_up1 ? o3 : o7, 16);
-            const int moac_up2 = (moac_lane & 8) != 0;
-            o0 = (moac_up2 ? o2 : o0) + __shfl_xor_sync(0xffffffffu, moac_up2 ? o0 : o2, 8);
-            o1 = (moac_up2 ? o3 : o1) + __shfl_xor_sync(0xffffffffu, moac_up2 ? o1 : o3, 8);
-            const int moac_up3 = (moac_lane & 4) != 0;
-            o0 = (moac_up3 ? o1 : o0) + __shfl_xor_sync(0xffffffffu, moac_up3 ? o0 : o1, 4);
-            o0 = o0 + __shfl_xor_sync(0xffffffffu, o0, 2);
-            o0 = o0 + __shfl_xor_sync(0xffffffffu, o0, 1);
-            float moac_tot4 = o0;
-            o0 = __shfl_sync(0xffffffffu, moac_tot4, 0);
-            o1 = __shfl_sync(0xffffffffu, moac_tot4, 4);
-            o2 = __shfl_sync(0xffffffffu, moac_tot4, 8);
-            o3 = __shfl_sync(0xffffffffu, moac_tot4, 12);
-            o4 = __shfl_sync(0xffffffffu, moac_tot4, 16);
-            o5 = __shfl_sync(0xffffffffu, moac_tot4, 20);
-            o6 = __shfl_sync(0xffffffffu, moac_tot4, 24);
-            o7 = __shfl_sync(0xffffffffu, moac_tot4, 28);
+            float moac_pad1 = 0.0f;
+            float moac_pad2 = 0.0f;
+            float moac_pad3 = 0.0f;
+            float moac_pad4 = 0.0f;
+            float moac_pad5 = 0.0f;
+            float moac_pad6 = 0.0f;
+            float moac_pad7 = 0.0f;
+            const int moac_up8 = (moac_lane & 16) != 0;
+            Z = (moac_up8 ? o7 : Z) + __shfl_xor_sync(0xffffffffu, moac_up8 ? Z : o7, 16);
+            o0 = (moac_up8 ? moac_pad1 : o0) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o0 : moac_pad1, 16);
+            o1 = (moac_up8 ? moac_pad2 : o1) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o1 : moac_pad2, 16);
+            o2 = (moac_up8 ? moac_pad3 : o2) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o2 : moac_pad3, 16);
+            o3 = (moac_up8 ? moac_pad4 : o3) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o3 : moac_pad4, 16);
+            o4 = (moac_up8 ? moac_pad5 : o4) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o4 : moac_pad5, 16);
+            o5 = (moac_up8 ? moac_pad6 : o5) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o5 : moac_pad6, 16);
+            o6 = (moac_up8 ? moac_pad7 : o6) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o6 : moac_pad7, 16);
+            const int moac_up9 = (moac_lane & 8) != 0;
+            Z = (moac_up9 ? o3 : Z) + __shfl_xor_sync(0xffffffffu, moac_up9 ? Z : o3, 8);
+            o0 = (moac_up9 ? o4 : o0) + __shfl_xor_sync(0xffffffffu, moac_up9 ? o0 : o4, 8);
+            o1 = (moac_up9 ? o5 : o1) + __shfl_xor_sync(0xffffffffu, moac_up9 ? o1 : o5, 8);
+            o2 = (moac_up9 ? o6 : o2) + __shfl_xor_sync(0xffffffffu, moac_up9 ? o2 : o6, 8);
+            const int moac_up10 = (moac_lane & 4) != 0;
+            Z = (moac_up10 ? o1 : Z) + __shfl_xor_sync(0xffffffffu, moac_up10 ? Z : o1, 4);
+            o0 = (moac_up10 ? o2 : o0) + __shfl_xor_sync(0xffffffffu, moac_up10 ? o0 : o2, 4);
+            const int moac_up11 = (moac_lane & 2) != 0;
+            Z = (moac_up11 ? o0 : Z) + __shfl_xor_sync(0xffffffffu, moac_up11 ? Z : o0, 2);
+            Z = Z + __shfl_xor_sync(0xffffffffu, Z, 1);
+            float moac_tot12 = Z;
+            Z = __shfl_sync(0xffffffffu, moac_tot12, 0);
+            o0 = __shfl_sync(0xffffffffu, moac_tot12, 2);
+            o1 = __shfl_sync(0xffffffffu, moac_tot12, 4);
+            o2 = __shfl_sync(0xffffffffu, moac_tot12, 6);
+            o3 = __shfl_sync(0xffffffffu, moac_tot12, 8);
+            o4 = __shfl_sync(0xffffffffu, moac_tot12, 10);
+            o5 = __shfl_sync(0xffffffffu, moac_tot12, 12);
+            o6 = __shfl_sync(0xffffffffu, moac_tot12, 14);
+            o7 = __shfl_sync(0xffffffffu, moac_tot12, 16);
         }
         __syncwarp();
         if (8 * db < dv_) {

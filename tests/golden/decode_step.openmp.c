@@ -121,9 +121,6 @@ int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *rest
             M = fmaxf(M, moac_m_part[g]);
         }
         float Z = 0.0f;
-        for (int64_t g = 0; g < moac_ceildiv(n_ + 1, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g */
-            Z = Z + moac_expf(moac_m_part[g] - M) * moac_z_part[g];
-        }
         float o0 = 0.0f;
         float o1 = 0.0f;
         float o2 = 0.0f;
@@ -132,8 +129,9 @@ int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *rest
         float o5 = 0.0f;
         float o6 = 0.0f;
         float o7 = 0.0f;
-        for (int64_t g = 0; g < moac_ceildiv(n_ + 1, chunk); ++g) {  /* Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+        for (int64_t g = 0; g < moac_ceildiv(n_ + 1, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
+            Z = Z + e * moac_z_part[g];
             if (8 * db < dv_) {
                 o0 = o0 + e * moac_o_part[g * dv_ + 8 * db];
             }

@@ -18,7 +18,7 @@ from ..index import internal
 from ..ir import Choice, Const, Guard, Kernel, LetIndex, Lift, Local, Loop, Op, Read, Select, Serial, Store
 from ..choices import CHUNK, CHUNKS_PER_FRAME
 from ..lower import Names, logical, read
-from ..monoids import lse_fold_lanes, lse_fold_scale
+from ..monoids import lse_fold_lanes
 from . import generic
 from .generic import VECTOR, gang_nest, outer_reductions
 from .softmax_match import SoftmaxContraction, match_softmax
@@ -151,7 +151,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     # COMBINE_REGS outputs of the last axis per gang (d = R·db + r): the fold of G
     # partials takes ⌈G/32⌉ steps per lane, however many chunks there are
     mf = tuple(frame) + (g,)
-    scale = lse_fold_scale(g, G, lambda: read("@m_part", mf), lambda: read("@z_part", mf))
+    read_m, read_z = (lambda: read("@m_part", mf)), (lambda: read("@z_part", mf))
     loops2 = [(x, n, f"DNF frame axis {x.name} < {fmt_index(n)}", sp.Integer(0)) for x, n in zip(frame, frame_ext)]
     if rest:
         last, n_last = rest[-1], rest_ext[-1]
@@ -167,7 +167,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
             idx = tuple(frame) + (g,) + tuple(rest[:-1]) + (d,)
             return lambda gx: Read("@o_part", tuple(sp.sympify(i).xreplace({g: gx}) for i in idx),
                                    tuple(frame) + (g,) + tuple(rest))
-        fold = lse_fold_lanes(g, G, [o_read(d) for d in outs], lambda: read("@m_part", mf), accs, conds)
+        fold = lse_fold_lanes(g, G, [o_read(d) for d in outs], read_m, read_z, accs, conds)
         stores = []
         for d, acc, cond in zip(outs, accs, conds):
             out_idx = tuple(sp.sympify(x).xreplace({last: d}) for x in at.out.vars)
@@ -182,11 +182,10 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
         ctx.lifts.append(Lift(last.name, n_last, R, "db", "r", guarded,
                               f"combine kernel: gang × registers, {last.name} = db·{R} + r; lanes over the partials"))
     else:
-        fold = lse_fold_lanes(g, G, [lambda gx: read("@o_part", tuple(frame) + (gx,))], lambda: read("@m_part", mf),
-                              ["o0"])
+        fold = lse_fold_lanes(g, G, [lambda gx: read("@o_part", tuple(frame) + (gx,))], read_m, read_z, ["o0"])
         value = Select(Op("gt", (Local("Z"), Const(0.0))), Op("div", (Local("o0"), Local("Z"))), Const(0.0))
         body4 = fold + (Store(at.out.name, tuple(at.out.vars), tuple(at.out.vars), value),)
-    nest2 = gang_nest(loops2, scale + body4) if loops2 else (Serial(scale + body4),)
+    nest2 = gang_nest(loops2, body4) if loops2 else (Serial(body4),)
     domain2 = tuple(zip(frame, frame_ext)) + ((g, G),) + tuple(zip(rest, rest_ext))
     ctx.kernels.append(Kernel("k2_combine", "log-sum-exp merge of the chunk partials", domain2, nest2))
 
