@@ -249,7 +249,6 @@ extern "C" int moac_catenate_device(const float *__restrict__ K_, const float *_
             const int32_t n_ = (int32_t)moac_wide_n_;
             const int32_t m_ = (int32_t)moac_wide_m_;
             const int32_t d_ = (int32_t)moac_wide_d_;
-    (void)n_; (void)m_; (void)d_;
             (void)n_; (void)m_; (void)d_;
             /* kernel k1_K2: K2: lanes over j */
             if ((n_ + 1) * moac_ceildiv32(d_, 32) > 0)

@@ -101,7 +101,6 @@ int moac_catenate_device(const float *restrict K_, const float *restrict k_, con
             const int32_t n_ = (int32_t)moac_wide_n_;
             const int32_t m_ = (int32_t)moac_wide_m_;
             const int32_t d_ = (int32_t)moac_wide_d_;
-    (void)n_; (void)m_; (void)d_;
             (void)n_; (void)m_; (void)d_;
             /* kernel k1_K2: K2: lanes over j */
             #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(K_, K2_, k_)

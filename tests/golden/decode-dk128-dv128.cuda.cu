@@ -683,7 +683,6 @@ extern "C" int moac_decode_device(const float *__restrict__ q_, const float *__r
         {   /* 32-bit sizes, like every index of these kernels */
             const int32_t n_ = (int32_t)moac_wide_n_;
             const int32_t chunk = (int32_t)moac_wide_chunk;
-    (void)n_; (void)chunk;
             (void)n_; (void)chunk;
             /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
             if (moac_ceildiv32(n_, chunk) > 0)

@@ -126,7 +126,6 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
         {   /* 32-bit sizes, like every index of these kernels */
             const int32_t n_ = (int32_t)moac_wide_n_;
             const int32_t chunk = (int32_t)moac_wide_chunk;
-    (void)n_; (void)chunk;
             (void)n_; (void)chunk;
             /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
             #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_p, moac_z_part, K_, V_, q_)

@@ -575,7 +575,6 @@ extern "C" int moac_decode_device(const float *__restrict__ q_, const float *__r
             const int32_t dk_ = (int32_t)moac_wide_dk_;
             const int32_t dv_ = (int32_t)moac_wide_dv_;
             const int32_t chunk = (int32_t)moac_wide_chunk;
-    (void)n_; (void)dk_; (void)dv_; (void)chunk;
             (void)n_; (void)dk_; (void)dv_; (void)chunk;
             /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
             if (moac_ceildiv32(n_, chunk) > 0)

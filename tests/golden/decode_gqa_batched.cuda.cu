@@ -589,7 +589,6 @@ extern "C" int moac_decode_gqa_batched_device(const float *__restrict__ Q_, cons
             const int32_t dv_ = (int32_t)moac_wide_dv_;
             const int32_t g_ = (int32_t)moac_wide_g_;
             const int32_t chunk = (int32_t)moac_wide_chunk;
-    (void)B_; (void)hkv_; (void)n_; (void)dk_; (void)dv_; (void)g_; (void)chunk;
             (void)B_; (void)hkv_; (void)n_; (void)dk_; (void)dv_; (void)g_; (void)chunk;
             /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
             if (moac_ceildiv32(n_, chunk) * B_ * (g_ * hkv_) > 0)

@@ -587,7 +587,6 @@ extern "C" int moac_decode_mha_device(const float *__restrict__ Q_, const float 
             const int32_t dk_ = (int32_t)moac_wide_dk_;
             const int32_t dv_ = (int32_t)moac_wide_dv_;
             const int32_t chunk = (int32_t)moac_wide_chunk;
-    (void)B_; (void)h_; (void)n_; (void)dk_; (void)dv_; (void)chunk;
             (void)B_; (void)h_; (void)n_; (void)dk_; (void)dv_; (void)chunk;
             /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
             if (moac_ceildiv32(n_, chunk) * B_ * h_ > 0)

@@ -120,7 +120,6 @@ int moac_decode_mha_device(const float *restrict Q_, const float *restrict K_, c
             const int32_t dk_ = (int32_t)moac_wide_dk_;
             const int32_t dv_ = (int32_t)moac_wide_dv_;
             const int32_t chunk = (int32_t)moac_wide_chunk;
-    (void)B_; (void)h_; (void)n_; (void)dk_; (void)dv_; (void)chunk;
             (void)B_; (void)h_; (void)n_; (void)dk_; (void)dv_; (void)chunk;
             /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
             #pragma acc parallel loop gang collapse(3) vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_p, moac_z_part, K_, Q_, V_)

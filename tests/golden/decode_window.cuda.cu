@@ -577,7 +577,6 @@ extern "C" int moac_decode_window_device(const float *__restrict__ q_, const flo
             const int32_t dk_ = (int32_t)moac_wide_dk_;
             const int32_t dv_ = (int32_t)moac_wide_dv_;
             const int32_t chunk = (int32_t)moac_wide_chunk;
-    (void)n_; (void)w_; (void)dk_; (void)dv_; (void)chunk;
             (void)n_; (void)w_; (void)dk_; (void)dv_; (void)chunk;
             /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
             if (moac_ceildiv32(w_, chunk) > 0)

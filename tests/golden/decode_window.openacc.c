@@ -118,7 +118,6 @@ int moac_decode_window_device(const float *restrict q_, const float *restrict K_
             const int32_t dk_ = (int32_t)moac_wide_dk_;
             const int32_t dv_ = (int32_t)moac_wide_dv_;
             const int32_t chunk = (int32_t)moac_wide_chunk;
-    (void)n_; (void)w_; (void)dk_; (void)dv_; (void)chunk;
             (void)n_; (void)w_; (void)dk_; (void)dv_; (void)chunk;
             /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
             #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_p, moac_z_part, K_, V_, q_)

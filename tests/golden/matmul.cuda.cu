@@ -174,7 +174,6 @@ extern "C" int moac_matmul_device(const float *__restrict__ A_, const float *__r
             const int32_t n_ = (int32_t)moac_wide_n_;
             const int32_t m_ = (int32_t)moac_wide_m_;
             const int32_t p_ = (int32_t)moac_wide_p_;
-    (void)n_; (void)m_; (void)p_;
             (void)n_; (void)m_; (void)p_;
             /* kernel k1_C: C: lanes over j */
             if (n_ * moac_ceildiv32(p_, 32) > 0)

@@ -328,7 +328,6 @@ extern "C" int moac_omega_device(const float *__restrict__ S_, const float *__re
             const int32_t n_ = (int32_t)moac_wide_n_;
             const int32_t w_ = (int32_t)moac_wide_w_;
             const int32_t dk_ = (int32_t)moac_wide_dk_;
-    (void)n_; (void)w_; (void)dk_;
             (void)n_; (void)w_; (void)dk_;
             /* kernel k1_m: m: lanes over i */
             if (n_ > 0)

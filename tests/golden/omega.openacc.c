@@ -105,7 +105,6 @@ int moac_omega_device(const float *restrict S_, const float *restrict q_, const 
             const int32_t n_ = (int32_t)moac_wide_n_;
             const int32_t w_ = (int32_t)moac_wide_w_;
             const int32_t dk_ = (int32_t)moac_wide_dk_;
-    (void)n_; (void)w_; (void)dk_;
             (void)n_; (void)w_; (void)dk_;
             /* kernel k1_m: m: lanes over i */
             #pragma acc parallel loop gang vector_length(32) deviceptr(S_, m_)

@@ -203,7 +203,6 @@ extern "C" int moac_outer_device(const float *__restrict__ x_, const float *__re
         {   /* 32-bit sizes, like every index of these kernels */
             const int32_t n_ = (int32_t)moac_wide_n_;
             const int32_t m_ = (int32_t)moac_wide_m_;
-    (void)n_; (void)m_;
             (void)n_; (void)m_;
             /* kernel k1_P: P: lanes over j */
             if (n_ * moac_ceildiv32(m_, 32) > 0)

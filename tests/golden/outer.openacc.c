@@ -99,7 +99,6 @@ int moac_outer_device(const float *restrict x_, const float *restrict y_, const 
         {   /* 32-bit sizes, like every index of these kernels */
             const int32_t n_ = (int32_t)moac_wide_n_;
             const int32_t m_ = (int32_t)moac_wide_m_;
-    (void)n_; (void)m_;
             (void)n_; (void)m_;
             /* kernel k1_P: P: lanes over j */
             #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(P_, x_, y_)

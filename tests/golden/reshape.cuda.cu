@@ -285,7 +285,6 @@ extern "C" int moac_reshape_device(const float *__restrict__ A_, const float *__
         {   /* 32-bit sizes, like every index of these kernels */
             const int32_t n_ = (int32_t)moac_wide_n_;
             const int32_t m_ = (int32_t)moac_wide_m_;
-    (void)n_; (void)m_;
             (void)n_; (void)m_;
             /* kernel k1_flat: flat: lanes over i */
             if (moac_ceildiv32(m_ * n_, 32) > 0)

@@ -101,7 +101,6 @@ int moac_reshape_device(const float *restrict A_, const float *restrict x_, floa
         {   /* 32-bit sizes, like every index of these kernels */
             const int32_t n_ = (int32_t)moac_wide_n_;
             const int32_t m_ = (int32_t)moac_wide_m_;
-    (void)n_; (void)m_;
             (void)n_; (void)m_;
             /* kernel k1_flat: flat: lanes over i */
             #pragma acc parallel loop gang vector_length(32) deviceptr(A_, flat_)

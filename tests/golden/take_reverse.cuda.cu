@@ -199,7 +199,6 @@ extern "C" int moac_take_reverse_device(const float *__restrict__ A_, float *__r
         {   /* 32-bit sizes, like every index of these kernels */
             const int32_t n_ = (int32_t)moac_wide_n_;
             const int32_t m_ = (int32_t)moac_wide_m_;
-    (void)n_; (void)m_;
             (void)n_; (void)m_;
             /* kernel k1_R: R: lanes over j */
             if (3 * moac_ceildiv32(m_, 32) > 0)

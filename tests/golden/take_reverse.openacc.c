@@ -99,7 +99,6 @@ int moac_take_reverse_device(const float *restrict A_, float *restrict R_, float
         {   /* 32-bit sizes, like every index of these kernels */
             const int32_t n_ = (int32_t)moac_wide_n_;
             const int32_t m_ = (int32_t)moac_wide_m_;
-    (void)n_; (void)m_;
             (void)n_; (void)m_;
             /* kernel k1_R: R: lanes over j */
             #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(A_, R_)

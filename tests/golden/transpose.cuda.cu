@@ -248,7 +248,6 @@ extern "C" int moac_transpose_device(const float *__restrict__ A_, const float *
             const int32_t n_ = (int32_t)moac_wide_n_;
             const int32_t m_ = (int32_t)moac_wide_m_;
             const int32_t p_ = (int32_t)moac_wide_p_;
-    (void)n_; (void)m_; (void)p_;
             (void)n_; (void)m_; (void)p_;
             /* kernel k1_T: T: lanes over k */
             if (p_ * n_ * moac_ceildiv32(m_, 32) > 0)

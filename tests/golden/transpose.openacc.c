@@ -101,7 +101,6 @@ int moac_transpose_device(const float *restrict A_, const float *restrict M_, fl
             const int32_t n_ = (int32_t)moac_wide_n_;
             const int32_t m_ = (int32_t)moac_wide_m_;
             const int32_t p_ = (int32_t)moac_wide_p_;
-    (void)n_; (void)m_; (void)p_;
             (void)n_; (void)m_; (void)p_;
             /* kernel k1_T: T: lanes over k */
             #pragma acc parallel loop gang collapse(3) vector_length(32) deviceptr(A_, T_)
