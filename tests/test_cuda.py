@@ -30,6 +30,7 @@ def test_vector_reduction_becomes_lanes_and_a_warp_butterfly():
         "if (moac_lane != 0) {",
         "    acc = 0.0f;",
         "}",
+        "#pragma unroll 4",
         "for (int64_t j = moac_lane; j < n_; j += 32) {",
         "    acc = acc + x_[j];",
         "}",
@@ -59,7 +60,7 @@ def test_collapsed_gang_loops_become_one_grid_stride_loop():
     assert "for (int64_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv(n_, chunk) * B_ * h_; moac_gid += gridDim.x)" in src
     assert "const int64_t i_ = moac_gid % h_;" in src
     assert "moac_decode_mha_k1_partials<<<" in src and ", 32, 0, moac_stream>>>(" in src
-    assert "#pragma" not in src
+    assert "#pragma acc" not in src and "#pragma omp" not in src
 
 
 def test_the_schedule_is_the_openacc_one():

@@ -27,6 +27,7 @@ from . import cir
 
 LANES = 32
 LANE = cir.Var("moac_lane")
+LANE_UNROLL = 4      # iterations of a lane loop unrolled (loads in flight per lane)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +134,10 @@ class _Lanes:
         if s.start == cir.Int(0) and s.extent == cir.Int(LANES):      # exactly one iteration per lane
             out.append(cir.Block((cir.Decl(f"const {s.itype}", s.var, LANE),) + body, comment=s.comment))
         else:
-            out.append(dataclasses.replace(s, body=body, pragma=None, start=cir.add(s.start, LANE), step=cir.Int(LANES)))
+            # unrolled so that several iterations' loads are in flight before the first is used
+            # (an in-order warp otherwise waits one memory latency per iteration)
+            out.append(dataclasses.replace(s, body=body, pragma=f"#pragma unroll {LANE_UNROLL}",
+                                           start=cir.add(s.start, LANE), step=cir.Int(LANES)))
         groups: dict = {}
         for op, n in names:
             groups.setdefault((op, self.types.get(n, self.ctype)), []).append(n)

@@ -221,6 +221,7 @@ __global__ void __launch_bounds__(32) moac_decode_k1_partials(const float *__res
         if (moac_lane != 0) {
             zg = 0.0f;
         }
+        #pragma unroll 4
         for (int64_t c = moac_lane; c < cn; c += 32) {  /* pass 2: p = exp(score − chunk max), chunk sum */
             int64_t l_ = c + chunk * g;
             float e = moac_expf(moac_p[l_] - mg);
@@ -275,6 +276,7 @@ __global__ void __launch_bounds__(32) moac_decode_k2_combine(float *__restrict__
         if (moac_lane != 0) {
             M = -INFINITY;
         }
+        #pragma unroll 4
         for (int64_t g = moac_lane; g < moac_ceildiv(n_, chunk); g += 32) {  /* global maximum M = max_g m_g */
             M = fmaxf(M, moac_m_part[g]);
         }
@@ -300,6 +302,7 @@ __global__ void __launch_bounds__(32) moac_decode_k2_combine(float *__restrict__
             o6 = 0.0f;
             o7 = 0.0f;
         }
+        #pragma unroll 4
         for (int64_t g = moac_lane; g < moac_ceildiv(n_, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];
@@ -503,6 +506,7 @@ __global__ void __launch_bounds__(32) moac_decode_k1_partials_i32(const float *_
         if (moac_lane != 0) {
             zg = 0.0f;
         }
+        #pragma unroll 4
         for (int32_t c = moac_lane; c < cn; c += 32) {  /* pass 2: p = exp(score − chunk max), chunk sum */
             int32_t l_ = c + chunk * g;
             float e = moac_expf(moac_p[l_] - mg);
@@ -557,6 +561,7 @@ __global__ void __launch_bounds__(32) moac_decode_k2_combine_i32(float *__restri
         if (moac_lane != 0) {
             M = -INFINITY;
         }
+        #pragma unroll 4
         for (int32_t g = moac_lane; g < moac_ceildiv32(n_, chunk); g += 32) {  /* global maximum M = max_g m_g */
             M = fmaxf(M, moac_m_part[g]);
         }
@@ -582,6 +587,7 @@ __global__ void __launch_bounds__(32) moac_decode_k2_combine_i32(float *__restri
             o6 = 0.0f;
             o7 = 0.0f;
         }
+        #pragma unroll 4
         for (int32_t g = moac_lane; g < moac_ceildiv32(n_, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];

@@ -101,6 +101,7 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k1_partials(const float *_
                 acc3 = 0.0f;
                 acc4 = 0.0f;
             }
+            #pragma unroll 4
             for (int64_t j_ = moac_lane; j_ < dk_; j_ += 32) {  /* vector reduction over DNF axis j, 4 tokens jammed */
                 acc1 = acc1 + Q_[b_ * h_ * dk_ + i_ * dk_ + j_] * K_[b_ * h_ * n_ * dk_ + i_ * n_ * dk_ + t0 * dk_ + j_];
                 acc2 = acc2 + Q_[b_ * h_ * dk_ + i_ * dk_ + j_] * K_[b_ * h_ * n_ * dk_ + i_ * n_ * dk_ + t1 * dk_ + j_];
@@ -143,6 +144,7 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k1_partials(const float *_
             if (moac_lane != 0) {
                 acc5 = 0.0f;
             }
+            #pragma unroll 4
             for (int64_t j_ = moac_lane; j_ < dk_; j_ += 32) {  /* vector reduction over DNF axis j < dk */
                 acc5 = acc5 + Q_[b_ * h_ * dk_ + i_ * dk_ + j_] * K_[b_ * h_ * n_ * dk_ + i_ * n_ * dk_ + l_ * dk_ + j_];
             }
@@ -156,6 +158,7 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k1_partials(const float *_
         if (moac_lane != 0) {
             zg = 0.0f;
         }
+        #pragma unroll 4
         for (int64_t c = moac_lane; c < cn; c += 32) {  /* pass 2: p = exp(score − chunk max), chunk sum */
             int64_t l_ = c + chunk * g;
             float e = moac_expf(moac_p[b_ * h_ * (chunk * moac_ceildiv(n_, chunk)) + i_ * (chunk * moac_ceildiv(n_, chunk)) + l_] - mg);
@@ -164,6 +167,7 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k1_partials(const float *_
         }
         zg = moac_warp_add_f32(zg);
         __syncwarp();
+        #pragma unroll 4
         for (int64_t d_ = moac_lane; d_ < dv_; d_ += 32) {  /* vector lanes over DNF axis d < dv */
             float o = 0.0f;
             for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
@@ -191,6 +195,7 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k2_combine(float *__restri
         if (moac_lane != 0) {
             M = -INFINITY;
         }
+        #pragma unroll 4
         for (int64_t g = moac_lane; g < moac_ceildiv(n_, chunk); g += 32) {  /* global maximum M = max_g m_g */
             M = fmaxf(M, moac_m_part[b_ * h_ * moac_ceildiv(n_, chunk) + i_ * moac_ceildiv(n_, chunk) + g]);
         }
@@ -216,6 +221,7 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k2_combine(float *__restri
             o6 = 0.0f;
             o7 = 0.0f;
         }
+        #pragma unroll 4
         for (int64_t g = moac_lane; g < moac_ceildiv(n_, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[b_ * h_ * moac_ceildiv(n_, chunk) + i_ * moac_ceildiv(n_, chunk) + g] - M);
             Z = Z + e * moac_z_part[b_ * h_ * moac_ceildiv(n_, chunk) + i_ * moac_ceildiv(n_, chunk) + g];
@@ -337,6 +343,7 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k1_partials_i32(const floa
                 acc3 = 0.0f;
                 acc4 = 0.0f;
             }
+            #pragma unroll 4
             for (int32_t j_ = moac_lane; j_ < dk_; j_ += 32) {  /* vector reduction over DNF axis j, 4 tokens jammed */
                 acc1 = acc1 + Q_[b_ * h_ * dk_ + i_ * dk_ + j_] * K_[b_ * h_ * n_ * dk_ + i_ * n_ * dk_ + t0 * dk_ + j_];
                 acc2 = acc2 + Q_[b_ * h_ * dk_ + i_ * dk_ + j_] * K_[b_ * h_ * n_ * dk_ + i_ * n_ * dk_ + t1 * dk_ + j_];
@@ -379,6 +386,7 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k1_partials_i32(const floa
             if (moac_lane != 0) {
                 acc5 = 0.0f;
             }
+            #pragma unroll 4
             for (int32_t j_ = moac_lane; j_ < dk_; j_ += 32) {  /* vector reduction over DNF axis j < dk */
                 acc5 = acc5 + Q_[b_ * h_ * dk_ + i_ * dk_ + j_] * K_[b_ * h_ * n_ * dk_ + i_ * n_ * dk_ + l_ * dk_ + j_];
             }
@@ -392,6 +400,7 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k1_partials_i32(const floa
         if (moac_lane != 0) {
             zg = 0.0f;
         }
+        #pragma unroll 4
         for (int32_t c = moac_lane; c < cn; c += 32) {  /* pass 2: p = exp(score − chunk max), chunk sum */
             int32_t l_ = c + chunk * g;
             float e = moac_expf(moac_p[b_ * h_ * (chunk * moac_ceildiv32(n_, chunk)) + i_ * (chunk * moac_ceildiv32(n_, chunk)) + l_] - mg);
@@ -400,6 +409,7 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k1_partials_i32(const floa
         }
         zg = moac_warp_add_f32(zg);
         __syncwarp();
+        #pragma unroll 4
         for (int32_t d_ = moac_lane; d_ < dv_; d_ += 32) {  /* vector lanes over DNF axis d < dv */
             float o = 0.0f;
             for (int32_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
@@ -427,6 +437,7 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k2_combine_i32(float *__re
         if (moac_lane != 0) {
             M = -INFINITY;
         }
+        #pragma unroll 4
         for (int32_t g = moac_lane; g < moac_ceildiv32(n_, chunk); g += 32) {  /* global maximum M = max_g m_g */
             M = fmaxf(M, moac_m_part[b_ * h_ * moac_ceildiv32(n_, chunk) + i_ * moac_ceildiv32(n_, chunk) + g]);
         }
@@ -452,6 +463,7 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k2_combine_i32(float *__re
             o6 = 0.0f;
             o7 = 0.0f;
         }
+        #pragma unroll 4
         for (int32_t g = moac_lane; g < moac_ceildiv32(n_, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[b_ * h_ * moac_ceildiv32(n_, chunk) + i_ * moac_ceildiv32(n_, chunk) + g] - M);
             Z = Z + e * moac_z_part[b_ * h_ * moac_ceildiv32(n_, chunk) + i_ * moac_ceildiv32(n_, chunk) + g];

@@ -92,6 +92,7 @@ __global__ void __launch_bounds__(32) moac_decode_step_k1_partials(float *__rest
                 if (moac_lane != 0) {
                     acc14 = 0.0f;
                 }
+                #pragma unroll 4
                 for (int64_t j_ = moac_lane; j_ < dk_; j_ += 32) {  /* vector reduction over DNF axis j < dk */
                     acc14 = acc14 + q_[j_] * Kc_[i_ * dk_ + j_];
                 }
@@ -103,6 +104,7 @@ __global__ void __launch_bounds__(32) moac_decode_step_k1_partials(float *__rest
                 if (moac_lane != 0) {
                     acc15 = 0.0f;
                 }
+                #pragma unroll 4
                 for (int64_t j_ = moac_lane; j_ < dk_; j_ += 32) {  /* vector reduction over DNF axis j < dk */
                     acc15 = acc15 + q_[j_] * k_[j_];
                 }
@@ -118,6 +120,7 @@ __global__ void __launch_bounds__(32) moac_decode_step_k1_partials(float *__rest
         if (moac_lane != 0) {
             zg = 0.0f;
         }
+        #pragma unroll 4
         for (int64_t c = moac_lane; c < cn; c += 32) {  /* pass 2: p = exp(score − chunk max), chunk sum */
             int64_t i_ = c + chunk * g;
             float e = moac_expf(moac_p[i_] - mg);
@@ -126,6 +129,7 @@ __global__ void __launch_bounds__(32) moac_decode_step_k1_partials(float *__rest
         }
         zg = moac_warp_add_f32(zg);
         __syncwarp();
+        #pragma unroll 4
         for (int64_t d_ = moac_lane; d_ < dv_; d_ += 32) {  /* vector lanes over DNF axis d < dv */
             float o = 0.0f;
             for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
@@ -157,6 +161,7 @@ __global__ void __launch_bounds__(32) moac_decode_step_k2_combine(float *__restr
         if (moac_lane != 0) {
             M = -INFINITY;
         }
+        #pragma unroll 4
         for (int64_t g = moac_lane; g < moac_ceildiv(n_ + 1, chunk); g += 32) {  /* global maximum M = max_g m_g */
             M = fmaxf(M, moac_m_part[g]);
         }
@@ -182,6 +187,7 @@ __global__ void __launch_bounds__(32) moac_decode_step_k2_combine(float *__restr
             o6 = 0.0f;
             o7 = 0.0f;
         }
+        #pragma unroll 4
         for (int64_t g = moac_lane; g < moac_ceildiv(n_ + 1, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];
@@ -332,6 +338,7 @@ __global__ void __launch_bounds__(32) moac_decode_step_k1_partials_i32(float *__
                 if (moac_lane != 0) {
                     acc14 = 0.0f;
                 }
+                #pragma unroll 4
                 for (int32_t j_ = moac_lane; j_ < dk_; j_ += 32) {  /* vector reduction over DNF axis j < dk */
                     acc14 = acc14 + q_[j_] * Kc_[i_ * dk_ + j_];
                 }
@@ -343,6 +350,7 @@ __global__ void __launch_bounds__(32) moac_decode_step_k1_partials_i32(float *__
                 if (moac_lane != 0) {
                     acc15 = 0.0f;
                 }
+                #pragma unroll 4
                 for (int32_t j_ = moac_lane; j_ < dk_; j_ += 32) {  /* vector reduction over DNF axis j < dk */
                     acc15 = acc15 + q_[j_] * k_[j_];
                 }
@@ -358,6 +366,7 @@ __global__ void __launch_bounds__(32) moac_decode_step_k1_partials_i32(float *__
         if (moac_lane != 0) {
             zg = 0.0f;
         }
+        #pragma unroll 4
         for (int32_t c = moac_lane; c < cn; c += 32) {  /* pass 2: p = exp(score − chunk max), chunk sum */
             int32_t i_ = c + chunk * g;
             float e = moac_expf(moac_p[i_] - mg);
@@ -366,6 +375,7 @@ __global__ void __launch_bounds__(32) moac_decode_step_k1_partials_i32(float *__
         }
         zg = moac_warp_add_f32(zg);
         __syncwarp();
+        #pragma unroll 4
         for (int32_t d_ = moac_lane; d_ < dv_; d_ += 32) {  /* vector lanes over DNF axis d < dv */
             float o = 0.0f;
             for (int32_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
@@ -397,6 +407,7 @@ __global__ void __launch_bounds__(32) moac_decode_step_k2_combine_i32(float *__r
         if (moac_lane != 0) {
             M = -INFINITY;
         }
+        #pragma unroll 4
         for (int32_t g = moac_lane; g < moac_ceildiv32(n_ + 1, chunk); g += 32) {  /* global maximum M = max_g m_g */
             M = fmaxf(M, moac_m_part[g]);
         }
@@ -422,6 +433,7 @@ __global__ void __launch_bounds__(32) moac_decode_step_k2_combine_i32(float *__r
             o6 = 0.0f;
             o7 = 0.0f;
         }
+        #pragma unroll 4
         for (int32_t g = moac_lane; g < moac_ceildiv32(n_ + 1, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];

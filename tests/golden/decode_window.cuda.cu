@@ -99,6 +99,7 @@ __global__ void __launch_bounds__(32) moac_decode_window_k1_partials(const float
                 acc3 = 0.0f;
                 acc4 = 0.0f;
             }
+            #pragma unroll 4
             for (int64_t j_ = moac_lane; j_ < dk_; j_ += 32) {  /* vector reduction over DNF axis j, 4 tokens jammed */
                 acc1 = acc1 + q_[j_] * K_[(t0 + n_ - w_) * dk_ + j_];
                 acc2 = acc2 + q_[j_] * K_[(t1 + n_ - w_) * dk_ + j_];
@@ -141,6 +142,7 @@ __global__ void __launch_bounds__(32) moac_decode_window_k1_partials(const float
             if (moac_lane != 0) {
                 acc5 = 0.0f;
             }
+            #pragma unroll 4
             for (int64_t j_ = moac_lane; j_ < dk_; j_ += 32) {  /* vector reduction over DNF axis j < dk */
                 acc5 = acc5 + q_[j_] * K_[(l_ + n_ - w_) * dk_ + j_];
             }
@@ -154,6 +156,7 @@ __global__ void __launch_bounds__(32) moac_decode_window_k1_partials(const float
         if (moac_lane != 0) {
             zg = 0.0f;
         }
+        #pragma unroll 4
         for (int64_t c = moac_lane; c < cn; c += 32) {  /* pass 2: p = exp(score − chunk max), chunk sum */
             int64_t l_ = c + chunk * g;
             float e = moac_expf(moac_p[l_] - mg);
@@ -162,6 +165,7 @@ __global__ void __launch_bounds__(32) moac_decode_window_k1_partials(const float
         }
         zg = moac_warp_add_f32(zg);
         __syncwarp();
+        #pragma unroll 4
         for (int64_t d_ = moac_lane; d_ < dv_; d_ += 32) {  /* vector lanes over DNF axis d < dv */
             float o = 0.0f;
             for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
@@ -187,6 +191,7 @@ __global__ void __launch_bounds__(32) moac_decode_window_k2_combine(float *__res
         if (moac_lane != 0) {
             M = -INFINITY;
         }
+        #pragma unroll 4
         for (int64_t g = moac_lane; g < moac_ceildiv(w_, chunk); g += 32) {  /* global maximum M = max_g m_g */
             M = fmaxf(M, moac_m_part[g]);
         }
@@ -212,6 +217,7 @@ __global__ void __launch_bounds__(32) moac_decode_window_k2_combine(float *__res
             o6 = 0.0f;
             o7 = 0.0f;
         }
+        #pragma unroll 4
         for (int64_t g = moac_lane; g < moac_ceildiv(w_, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];
@@ -331,6 +337,7 @@ __global__ void __launch_bounds__(32) moac_decode_window_k1_partials_i32(const f
                 acc3 = 0.0f;
                 acc4 = 0.0f;
             }
+            #pragma unroll 4
             for (int32_t j_ = moac_lane; j_ < dk_; j_ += 32) {  /* vector reduction over DNF axis j, 4 tokens jammed */
                 acc1 = acc1 + q_[j_] * K_[(t0 + n_ - w_) * dk_ + j_];
                 acc2 = acc2 + q_[j_] * K_[(t1 + n_ - w_) * dk_ + j_];
@@ -373,6 +380,7 @@ __global__ void __launch_bounds__(32) moac_decode_window_k1_partials_i32(const f
             if (moac_lane != 0) {
                 acc5 = 0.0f;
             }
+            #pragma unroll 4
             for (int32_t j_ = moac_lane; j_ < dk_; j_ += 32) {  /* vector reduction over DNF axis j < dk */
                 acc5 = acc5 + q_[j_] * K_[(l_ + n_ - w_) * dk_ + j_];
             }
@@ -386,6 +394,7 @@ __global__ void __launch_bounds__(32) moac_decode_window_k1_partials_i32(const f
         if (moac_lane != 0) {
             zg = 0.0f;
         }
+        #pragma unroll 4
         for (int32_t c = moac_lane; c < cn; c += 32) {  /* pass 2: p = exp(score − chunk max), chunk sum */
             int32_t l_ = c + chunk * g;
             float e = moac_expf(moac_p[l_] - mg);
@@ -394,6 +403,7 @@ __global__ void __launch_bounds__(32) moac_decode_window_k1_partials_i32(const f
         }
         zg = moac_warp_add_f32(zg);
         __syncwarp();
+        #pragma unroll 4
         for (int32_t d_ = moac_lane; d_ < dv_; d_ += 32) {  /* vector lanes over DNF axis d < dv */
             float o = 0.0f;
             for (int32_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
@@ -419,6 +429,7 @@ __global__ void __launch_bounds__(32) moac_decode_window_k2_combine_i32(float *_
         if (moac_lane != 0) {
             M = -INFINITY;
         }
+        #pragma unroll 4
         for (int32_t g = moac_lane; g < moac_ceildiv32(w_, chunk); g += 32) {  /* global maximum M = max_g m_g */
             M = fmaxf(M, moac_m_part[g]);
         }
@@ -444,6 +455,7 @@ __global__ void __launch_bounds__(32) moac_decode_window_k2_combine_i32(float *_
             o6 = 0.0f;
             o7 = 0.0f;
         }
+        #pragma unroll 4
         for (int32_t g = moac_lane; g < moac_ceildiv32(w_, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];

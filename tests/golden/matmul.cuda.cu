@@ -104,6 +104,7 @@ __global__ void __launch_bounds__(32) moac_matmul_k2_y(const float *__restrict__
         if (moac_lane != 0) {
             acc1 = 0.0f;
         }
+        #pragma unroll 4
         for (int64_t k_ = moac_lane; k_ < m_; k_ += 32) {  /* vector reduction over DNF axis k < m */
             acc1 = acc1 + A_[i_ * m_ + k_] * x_[k_];
         }
@@ -146,6 +147,7 @@ __global__ void __launch_bounds__(32) moac_matmul_k2_y_i32(const float *__restri
         if (moac_lane != 0) {
             acc1 = 0.0f;
         }
+        #pragma unroll 4
         for (int32_t k_ = moac_lane; k_ < m_; k_ += 32) {  /* vector reduction over DNF axis k < m */
             acc1 = acc1 + A_[i_ * m_ + k_] * x_[k_];
         }

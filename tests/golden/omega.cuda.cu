@@ -82,6 +82,7 @@ __global__ void __launch_bounds__(32) moac_omega_k1_m(const float *__restrict__ 
         if (moac_lane != 0) {
             acc1 = -INFINITY;
         }
+        #pragma unroll 4
         for (int64_t i_ = moac_lane; i_ < w_; i_ += 32) {  /* vector reduction over DNF axis i < w */
             acc1 = fmaxf(acc1, S_[l_ * w_ + i_]);
         }
@@ -101,6 +102,7 @@ __global__ void __launch_bounds__(32) moac_omega_k2_z(const float *__restrict__ 
         if (moac_lane != 0) {
             acc1 = 0.0f;
         }
+        #pragma unroll 4
         for (int64_t i_ = moac_lane; i_ < w_; i_ += 32) {  /* vector reduction over DNF axis i < w */
             acc1 = acc1 + moac_expf(S_[l_ * w_ + i_] - m_[l_]);
         }
@@ -139,6 +141,7 @@ __global__ void __launch_bounds__(32) moac_omega_k4_s(const float *__restrict__ 
         if (moac_lane != 0) {
             acc1 = 0.0f;
         }
+        #pragma unroll 4
         for (int64_t j_ = moac_lane; j_ < dk_; j_ += 32) {  /* vector reduction over DNF axis j < dk */
             acc1 = acc1 + q_[j_] * K_[l_ * dk_ + j_];
         }
@@ -158,6 +161,7 @@ __global__ void __launch_bounds__(32) moac_omega_k5_d(const float *__restrict__ 
         if (moac_lane != 0) {
             acc1 = 0.0f;
         }
+        #pragma unroll 4
         for (int64_t i_ = moac_lane; i_ < w_; i_ += 32) {  /* vector reduction over DNF axis i < w */
             acc1 = acc1 + S_[l_ * w_ + i_] * B_[l_ * w_ + i_];
         }
@@ -177,6 +181,7 @@ __global__ void __launch_bounds__(32) moac_omega_k6_c(const float *__restrict__ 
         if (moac_lane != 0) {
             acc1 = 0.0f;
         }
+        #pragma unroll 4
         for (int64_t i_ = moac_lane; i_ < w_; i_ += 32) {  /* vector reduction over DNF axis i < w */
             acc1 = acc1 + S_[l_ * w_ + i_];
         }
@@ -196,6 +201,7 @@ __global__ void __launch_bounds__(32) moac_omega_k1_m_i32(const float *__restric
         if (moac_lane != 0) {
             acc1 = -INFINITY;
         }
+        #pragma unroll 4
         for (int32_t i_ = moac_lane; i_ < w_; i_ += 32) {  /* vector reduction over DNF axis i < w */
             acc1 = fmaxf(acc1, S_[l_ * w_ + i_]);
         }
@@ -215,6 +221,7 @@ __global__ void __launch_bounds__(32) moac_omega_k2_z_i32(const float *__restric
         if (moac_lane != 0) {
             acc1 = 0.0f;
         }
+        #pragma unroll 4
         for (int32_t i_ = moac_lane; i_ < w_; i_ += 32) {  /* vector reduction over DNF axis i < w */
             acc1 = acc1 + moac_expf(S_[l_ * w_ + i_] - m_[l_]);
         }
@@ -253,6 +260,7 @@ __global__ void __launch_bounds__(32) moac_omega_k4_s_i32(const float *__restric
         if (moac_lane != 0) {
             acc1 = 0.0f;
         }
+        #pragma unroll 4
         for (int32_t j_ = moac_lane; j_ < dk_; j_ += 32) {  /* vector reduction over DNF axis j < dk */
             acc1 = acc1 + q_[j_] * K_[l_ * dk_ + j_];
         }
@@ -272,6 +280,7 @@ __global__ void __launch_bounds__(32) moac_omega_k5_d_i32(const float *__restric
         if (moac_lane != 0) {
             acc1 = 0.0f;
         }
+        #pragma unroll 4
         for (int32_t i_ = moac_lane; i_ < w_; i_ += 32) {  /* vector reduction over DNF axis i < w */
             acc1 = acc1 + S_[l_ * w_ + i_] * B_[l_ * w_ + i_];
         }
@@ -291,6 +300,7 @@ __global__ void __launch_bounds__(32) moac_omega_k6_c_i32(const float *__restric
         if (moac_lane != 0) {
             acc1 = 0.0f;
         }
+        #pragma unroll 4
         for (int32_t i_ = moac_lane; i_ < w_; i_ += 32) {  /* vector reduction over DNF axis i < w */
             acc1 = acc1 + S_[l_ * w_ + i_];
         }

@@ -137,6 +137,7 @@ __global__ void __launch_bounds__(32) moac_reshape_k4_cnt_partials(float *__rest
         if (moac_lane != 0) {
             acc0 = 0.0f;
         }
+        #pragma unroll 4
         for (int64_t i_c = moac_lane; i_c < chunk; i_c += 32) {  /* vector lanes: i = g·⌈2/256⌉ + i_c, guard i < 2 */
             int64_t i_ = i_c + chunk * g;
             if (i_ < 2) {
@@ -232,6 +233,7 @@ __global__ void __launch_bounds__(32) moac_reshape_k4_cnt_partials_i32(float *__
         if (moac_lane != 0) {
             acc0 = 0.0f;
         }
+        #pragma unroll 4
         for (int32_t i_c = moac_lane; i_c < chunk; i_c += 32) {  /* vector lanes: i = g·⌈2/256⌉ + i_c, guard i < 2 */
             int32_t i_ = i_c + chunk * g;
             if (i_ < 2) {

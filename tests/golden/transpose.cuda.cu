@@ -141,6 +141,7 @@ __global__ void __launch_bounds__(32) moac_transpose_k4_G(float *__restrict__ G_
         if (moac_lane != 0) {
             acc1 = 0.0f;
         }
+        #pragma unroll 4
         for (int64_t k_ = moac_lane; k_ < m_; k_ += 32) {  /* vector reduction over DNF axis k < m */
             acc1 = acc1 + M_[i_ * m_ + k_] * M_[j_ * m_ + k_];
         }
@@ -220,6 +221,7 @@ __global__ void __launch_bounds__(32) moac_transpose_k4_G_i32(float *__restrict_
         if (moac_lane != 0) {
             acc1 = 0.0f;
         }
+        #pragma unroll 4
         for (int32_t k_ = moac_lane; k_ < m_; k_ += 32) {  /* vector reduction over DNF axis k < m */
             acc1 = acc1 + M_[i_ * m_ + k_] * M_[j_ * m_ + k_];
         }
