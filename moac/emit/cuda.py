@@ -37,6 +37,7 @@ class Region:
     params: tuple        # (ctype, name): pointers first, then scalars
     total: object        # cir: the number of gang iterations (1 for a serial region)
     body: tuple          # cir statements of the device code, lanes already mapped
+    warps: int = 1       # warps per block, each its own gang iteration
 
 
 def _walk(x, fn):
@@ -247,7 +248,7 @@ def _total(chain):
 
 
 def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict, scalar_types: dict,
-          tag: str = ""):
+          tag: str = "", warps: int = 1):
     """C-unit kernels as host code (launches in place of the device regions) and the
     regions themselves, named FNAME_KERNEL[TAG].  `array_types`: C name -> (element ctype,
     read-only); `scalar_types`: host scalars in scope -> ctype; `itype`: index type."""
@@ -257,11 +258,16 @@ def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict,
 
     def region(name: str, code: tuple, chain) -> cir.Raw:
         lanes = _Lanes(ctype)
+        w = warps if chain else 1
         if chain:
             total = _total(chain)
+            start = cir.Var("blockIdx.x") if w == 1 else cir.Bin("+", cir.Bin("*", cir.Var("blockIdx.x"), cir.Int(w)),
+                                                                   cir.Var("moac_warp"))
+            step = cir.Var("gridDim.x") if w == 1 else cir.Bin("*", cir.Var("gridDim.x"), cir.Int(w))
+            what = "one block" if w == 1 else f"each of a block's {w} warps"
             body = (cir.For("moac_gid", total, tuple(_decompose(chain, itype)) + lanes.stmts(code),
-                            start=cir.Var("blockIdx.x"), step=cir.Var("gridDim.x"), itype=itype,
-                            comment="one block per gang iteration: " + ", ".join(c.var for c in chain)),)
+                            start=start, step=step, itype=itype,
+                            comment=f"{what} per gang iteration: " + ", ".join(c.var for c in chain)),)
         else:
             total = cir.Int(1)
             body = lanes.stmts(code)
@@ -275,17 +281,17 @@ def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict,
             raise RewriteError(f"{', '.join(sorted(words & stored))}: read in packed words and written in one kernel")
         ptrs = tuple((f"{'const ' if array_types[a][1] else ''}{array_types[a][0]} *__restrict__", a)
                      for a in sorted(arrays))
-        scalars = tuple((scalar_types[v], v) for v in sorted(reads - decls - arrays - {"moac_lane", "moac_gid"})
-                        if v in scalar_types)
-        missing = sorted(reads - decls - arrays - {"moac_lane", "moac_gid", "blockIdx.x", "gridDim.x", FULL.name}
-                         - set(scalar_types))
+        own = {"moac_lane", "moac_warp", "moac_gid", "blockIdx.x", "gridDim.x", FULL.name}
+        scalars = tuple((scalar_types[v], v) for v in sorted(reads - decls - arrays - own) if v in scalar_types)
+        missing = sorted(reads - decls - arrays - own - set(scalar_types))
         if missing:
             raise RewriteError(f"the device region {name} reads {', '.join(missing)}, which the host does not have")
-        regions.append(Region(name, ptrs + scalars, total, body))
+        regions.append(Region(name, ptrs + scalars, total, body, w))
         args = ", ".join(n for _, n in ptrs + scalars)
         tot = cir.expr(total)
-        return cir.Raw(f"if ({tot} > 0)\n    {name}<<<(unsigned)({tot} < 2147483647 ? {tot} : 2147483647), "
-                       f"{LANES}, 0, moac_stream>>>({args});")
+        blocks = tot if w == 1 else f"({tot} + {w - 1}) / {w}"
+        return cir.Raw(f"if ({tot} > 0)\n    {name}<<<(unsigned)({blocks} < 2147483647 ? {blocks} : 2147483647), "
+                       f"{LANES * w}, 0, moac_stream>>>({args});")
 
     def name_for(kname: str) -> str:
         base = f"{fname}_{kname}"
@@ -345,7 +351,8 @@ def to_cuda(unit, sig, target) -> str:
     for kernels, itype, tag, indent in variants:
         scalars = {p.cname: itype for p in sig.params if p.kind == "size"}
         scalars.update({d.name: itype for d in unit.prologue if isinstance(d, cir.Decl)})
-        host_code, rs, w, cm = split(kernels, unit.ctype, itype, sig.fname, arrays, scalars, tag)
+        host_code, rs, w, cm = split(kernels, unit.ctype, itype, sig.fname, arrays, scalars, tag,
+                                     target.gangs_per_block)
         regions += rs
         warp.update(w)
         comments.update(cm)
@@ -357,7 +364,7 @@ def to_cuda(unit, sig, target) -> str:
     ctx.update(
         helpers=tuple(h for h in ctx["helpers"] if h != OPTIONAL_HELPERS["moac_word"]),
         device_helpers=((WORD_HELPER,) if "moac_word" in unit.helpers else ()) + tuple(warp.values()),
-        regions=[dict(name=r.name, comment=comments[r.name],
+        regions=[dict(name=r.name, comment=comments[r.name], threads=LANES * r.warps, warps=r.warps,
                       params=", ".join(f"{t} {n}" for t, n in r.params) or "void",
                       body="\n".join(ln.rstrip() for ln in cir.stmts(r.body, unit.ctype, indent=1)))
                  for r in regions],

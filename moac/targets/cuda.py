@@ -25,6 +25,7 @@ TARGET = Target(
     stream=True,
     # one-warp blocks: about 31 per multiprocessor of an H200; more, smaller chunks measured
     # slower here (bench/results/2026-12-01/defaults2_h200.json), while OpenACC wants 16384
-    gangs=4096,
+    gangs=int(os.environ.get("MOAC_CUDA_GANGS", "4096")),
+    gangs_per_block=int(os.environ.get("MOAC_CUDA_WARPS", "1")),
     offload={"nvptx": _FLAGS},
 )
