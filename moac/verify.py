@@ -114,7 +114,7 @@ def _uses(e, out: set):
 
 def verify_cunit(unit, params: tuple = ()) -> None:
     _sympy_free(unit, "C unit")
-    declared = set(params) | {s.cname for s in unit.scratch} | {d.name for d in unit.prologue}
+    declared = set(params) | {s.cname for s in unit.scratch + unit.shared} | {d.name for d in unit.prologue}
 
     def walk(body, names: set, where: str):
         names = set(names)

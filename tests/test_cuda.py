@@ -59,8 +59,19 @@ def test_collapsed_gang_loops_become_one_grid_stride_loop():
     assert "__global__ void __launch_bounds__(32) moac_decode_mha_k1_partials(" in src
     assert "for (int64_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv(n_, chunk) * B_ * h_; moac_gid += gridDim.x)" in src
     assert "const int64_t i_ = moac_gid % h_;" in src
-    assert "moac_decode_mha_k1_partials<<<" in src and ", 32, 0, moac_stream>>>(" in src
+    assert "moac_decode_mha_k1_partials<<<" in src and ", 32, 0, moac_stream>>>(" in src      # the combine
+    # the partials keep their chunk's scores in shared memory, sized by the chunk at launch
+    assert "extern __shared__ float moac_smem_float[];" in src
+    assert ", 32, sizeof(float) * (size_t)(chunk), moac_stream>>>(" in src
     assert "#pragma acc" not in src and "#pragma omp" not in src
+
+
+def test_gang_buffer_is_a_scratch_slice_elsewhere():
+    """The same gang-placed scores are a tile of a scratch buffer on openacc (no gang memory)."""
+    acc = example("decode_mha").c_source(target="openacc")
+    assert "float *moac_p = (float *)(ws + ws_off);" in acc and "__shared__" not in acc
+    cu = example("decode_mha").c_source(target="cuda")
+    assert "float *moac_p = (float *)(ws + ws_off);" not in cu
 
 
 def test_the_schedule_is_the_openacc_one():

@@ -38,6 +38,8 @@ class Region:
     total: object        # cir: the number of gang iterations (1 for a serial region)
     body: tuple          # cir statements of the device code, lanes already mapped
     warps: int = 1       # warps per block, each its own gang iteration
+    smem: str = ""       # C expression: bytes of dynamic shared memory per block ("" for none)
+    shared: tuple = ()   # (C name, ctype) of the gang buffers it keeps in shared memory
 
 
 def _walk(x, fn):
@@ -248,7 +250,7 @@ def _total(chain):
 
 
 def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict, scalar_types: dict,
-          tag: str = "", warps: int = 1):
+          tag: str = "", warps: int = 1, shared: dict | None = None):
     """C-unit kernels as host code (launches in place of the device regions) and the
     regions themselves, named FNAME_KERNEL[TAG].  `array_types`: C name -> (element ctype,
     read-only); `scalar_types`: host scalars in scope -> ctype; `itype`: index type."""
@@ -279,19 +281,30 @@ def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict,
         _walk(body, lambda n: stored.add(n.array) if isinstance(n, cir.Store) else None)
         if words & stored:
             raise RewriteError(f"{', '.join(sorted(words & stored))}: read in packed words and written in one kernel")
+        on_chip = sorted(arrays & set(shared or {}))
+        if len(on_chip) > 1:
+            raise RewriteError(f"the device region {name} keeps {len(on_chip)} gang buffers on chip; "
+                               "the cuda target lays out one")
+        if on_chip and w > 1:
+            raise RewriteError(f"the device region {name} keeps a gang buffer on chip: one warp per block only")
         ptrs = tuple((f"{'const ' if array_types[a][1] else ''}{array_types[a][0]} *__restrict__", a)
-                     for a in sorted(arrays))
+                     for a in sorted(arrays - set(on_chip)))
         own = {"moac_lane", "moac_warp", "moac_gid", "blockIdx.x", "gridDim.x", FULL.name}
         scalars = tuple((scalar_types[v], v) for v in sorted(reads - decls - arrays - own) if v in scalar_types)
         missing = sorted(reads - decls - arrays - own - set(scalar_types))
         if missing:
             raise RewriteError(f"the device region {name} reads {', '.join(missing)}, which the host does not have")
-        regions.append(Region(name, ptrs + scalars, total, body, w))
+        smem = f"sizeof({ctype}) * (size_t)({shared[on_chip[0]]})" if on_chip else ""
+        regions.append(Region(name, ptrs + scalars, total, body, w, smem, tuple((a, ctype) for a in on_chip)))
         args = ", ".join(n for _, n in ptrs + scalars)
         tot = cir.expr(total)
         blocks = tot if w == 1 else f"({tot} + {w - 1}) / {w}"
-        return cir.Raw(f"if ({tot} > 0)\n    {name}<<<(unsigned)({blocks} < 2147483647 ? {blocks} : 2147483647), "
-                       f"{LANES * w}, 0, moac_stream>>>({args});")
+        launch = (f"{name}<<<(unsigned)({blocks} < 2147483647 ? {blocks} : 2147483647), {LANES * w}, "
+                  f"{smem or 0}, moac_stream>>>({args});")
+        if smem:      # beyond 48 KiB a kernel must opt in to its dynamic shared memory
+            launch = (f"if ({smem} > 49152)\n    cudaFuncSetAttribute({name}, "
+                      f"cudaFuncAttributeMaxDynamicSharedMemorySize, (int)({smem}));\n{launch}")
+        return cir.Raw(f"if ({tot} > 0) {{\n" + "\n".join("    " + ln for ln in launch.splitlines()) + "\n}")
 
     def name_for(kname: str) -> str:
         base = f"{fname}_{kname}"
@@ -342,7 +355,7 @@ def to_cuda(unit, sig, target) -> str:
     from .codegen import OPTIONAL_HELPERS, context, template
     ctx = context(unit, sig, target, helper_prefix="__host__ __device__")
     arrays = {p.cname: (p.ctype, p.kind == "input") for p in sig.params if p.kind != "size"}
-    arrays.update({s.cname: (unit.ctype, False) for s in unit.scratch})
+    arrays.update({s.cname: (unit.ctype, False) for s in unit.scratch + unit.shared})
     variants = [(unit.kernels, "int32_t" if unit.index_bits == 32 else "int64_t", "",
                  2 if unit.index_bits == 0 else 1)]
     if unit.index_bits == 0:
@@ -352,7 +365,7 @@ def to_cuda(unit, sig, target) -> str:
         scalars = {p.cname: itype for p in sig.params if p.kind == "size"}
         scalars.update({d.name: itype for d in unit.prologue if isinstance(d, cir.Decl)})
         host_code, rs, w, cm = split(kernels, unit.ctype, itype, sig.fname, arrays, scalars, tag,
-                                     target.gangs_per_block)
+                                     target.gangs_per_block, {x.cname: x.count for x in unit.shared})
         regions += rs
         warp.update(w)
         comments.update(cm)
@@ -365,6 +378,8 @@ def to_cuda(unit, sig, target) -> str:
         helpers=tuple(h for h in ctx["helpers"] if h != OPTIONAL_HELPERS["moac_word"]),
         device_helpers=((WORD_HELPER,) if "moac_word" in unit.helpers else ()) + tuple(warp.values()),
         regions=[dict(name=r.name, comment=comments[r.name], threads=LANES * r.warps, warps=r.warps,
+                      shared=[f"{t} *{a} = moac_smem_{t};   /* this gang's tile, in shared memory */"
+                              for a, t in r.shared],
                       params=", ".join(f"{t} {n}" for t, n in r.params) or "void",
                       body="\n".join(ln.rstrip() for ln in cir.stmts(r.body, unit.ctype, indent=1)))
                  for r in regions],

@@ -168,6 +168,7 @@ class CUnit:
                          # 0: `kernels` are the 64-bit ones and `kernels32` the 32-bit ones, the
                          # entry runs the 32-bit ones where every buffer fits
     kernels32: tuple = ()
+    shared: tuple = ()   # Scratch entries of the gang-placed buffers the target keeps on chip (sizes per gang)
 
 
 class _Freezer:
@@ -180,11 +181,19 @@ class _Freezer:
         self.helpers: set = set()     # helpers beyond the standard ones the C uses
         self.aligned: set = set()     # arrays read in packed words
 
+    def _at(self, buf, idx):
+        """An access's offset: into the whole buffer, or into the gang's tile where the target
+        keeps a gang-placed buffer on chip (index − the tile's base, laid out by its extents)."""
+        if buf.placement == "gang" and self.t.gang_memory:
+            local = tuple(sp.expand(sp.sympify(i) - b) for i, (b, _) in zip(idx, buf.tile))
+            return gamma_c(local, tuple(e for _, e in buf.tile))
+        return gamma_c(idx, buf.shape)
+
     def expr(self, e):
         match e:
             case Read(array=a, index=idx):
                 buf = self.bufs[a]
-                load = cir.Load(mangle(a), gamma_c(idx, buf.shape))
+                load = cir.Load(mangle(a), self._at(buf, idx))
                 return cir.Call(f"moac_{buf.dtype}_to_f32", (load,)) if buf.dtype in ("f16", "bf16") else load
             case Const(value=v):
                 return cir.Num(float(v))
@@ -248,7 +257,7 @@ class _Freezer:
             case Unpack():
                 return self.unpack(st)
             case Store(array=a, index=idx, value=v):
-                return cir.Store(mangle(a), gamma_c(idx, self.bufs[a].shape), self.expr(v))
+                return cir.Store(mangle(a), self._at(self.bufs[a], idx), self.expr(v))
             case Guard(cond=c, then=t, other=o):
                 return cir.If(freeze_cond(c), self.stmts(t, arrays), self.stmts(o, arrays))
             case Serial(body=b):
@@ -341,7 +350,10 @@ def to_cunit(s: Schedule, counts, target, index_bits: int = 64) -> CUnit:
     bits = index_width(s, target, index_bits)
     kernels, f = _kernels(s, target, 64 if bits == 0 else bits)
     kernels32 = _kernels(s, target, 32)[0] if bits == 0 else ()
-    scratch = tuple(Scratch(mangle(b.name), cir.expr(freeze(b.size))) for b in s.buffers if b.role == "scratch")
+    on_chip = {b.name for b in s.buffers if b.placement == "gang" and target.gang_memory}
+    scratch = tuple(Scratch(mangle(b.name), cir.expr(freeze(b.size))) for b in s.buffers
+                    if b.role == "scratch" and b.name not in on_chip)
+    shared = tuple(Scratch(mangle(b.name), cir.expr(freeze(b.tile_size))) for b in s.buffers if b.name in on_chip)
     prologue = tuple(cir.Decl("int64_t", var_name(c.var), cir.Call(c.rule, tuple(freeze(a) for a in c.args)))
                      for c in s.choices)
     summary = [f"traffic {str(counts.traffic)} bytes (minimum {str(counts.minimum)})"]
@@ -354,4 +366,4 @@ def to_cunit(s: Schedule, counts, target, index_bits: int = 64) -> CUnit:
     sizes = {b.name: cir.expr(freeze(b.size)) for b in s.buffers}
     return CUnit(target.name, s.description, s.dnf.program.source.filename, f.ctype, kernels, scratch,
                  prologue, tuple(summary), sizes, tuple(sorted(f.helpers)), tuple(sorted(f.aligned)),
-                 bits, kernels32)
+                 bits, kernels32, shared)

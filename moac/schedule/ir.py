@@ -187,7 +187,13 @@ class Buffer:
     role: str            # input | inout | output | scratch
     dtype: str
     shape: tuple         # sympy
-    placement: str       # "DRAM" or "registers"
+    placement: str       # "DRAM", "registers" or "gang" (each gang owns a tile, see `tile`)
+    tile: tuple = ()     # placement "gang": per axis (base, extent) of the gang's tile, the base in the
+                         # gang loops' variables: a gang touches buffer[base + i] for i < extent only
+
+    @property
+    def tile_size(self):
+        return sp.Mul(*(e for _, e in self.tile)) if self.tile else sp.Integer(1)
 
     @property
     def size(self):

@@ -45,8 +45,9 @@ class Context:
         """Substitute the fixed sizes into a DNF expression."""
         return substitute(e, self.subs) if self.subs else e
 
-    def add_buffer(self, name: str, role: str, shape: tuple, placement: str = "DRAM"):
-        self.buffers[name] = Buffer(name, role, self.dtype, self.spec(tuple(shape)), placement)
+    def add_buffer(self, name: str, role: str, shape: tuple, placement: str = "DRAM", tile: tuple = ()):
+        self.buffers[name] = Buffer(name, role, self.dtype, self.spec(tuple(shape)), placement,
+                                    tuple((sp.sympify(b), self.spec(e)) for b, e in tile))
 
 
 class Names:

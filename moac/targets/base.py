@@ -42,6 +42,7 @@ class Target:
     stream: bool = False               # the device entry takes a stream after its workspace
     gangs: int = 16384                 # about how many gangs the split-K chunk choice aims for
     gangs_per_block: int = 1           # cuda: warps of a block, each running its own gang iteration
+    gang_memory: bool = False          # buffers placed "gang" live in on-chip memory of the gang's block
 
     def gang_pragma(self, collapse: int, arrays: tuple) -> str | None:
         if self.gang is None:

@@ -27,5 +27,6 @@ TARGET = Target(
     # slower here (bench/results/2026-12-01/defaults2_h200.json), while OpenACC wants 16384
     gangs=int(os.environ.get("MOAC_CUDA_GANGS", "4096")),
     gangs_per_block=int(os.environ.get("MOAC_CUDA_WARPS", "1")),
+    gang_memory=True,                  # __shared__
     offload={"nvptx": _FLAGS},
 )

@@ -251,25 +251,31 @@ extern "C" int moac_catenate_device(const float *__restrict__ K_, const float *_
             const int32_t d_ = (int32_t)moac_wide_d_;
             (void)n_; (void)m_; (void)d_;
             /* kernel k1_K2: K2: lanes over j */
-            if ((n_ + 1) * moac_ceildiv32(d_, 32) > 0)
+            if ((n_ + 1) * moac_ceildiv32(d_, 32) > 0) {
                 moac_catenate_k1_K2_i32<<<(unsigned)((n_ + 1) * moac_ceildiv32(d_, 32) < 2147483647 ? (n_ + 1) * moac_ceildiv32(d_, 32) : 2147483647), 32, 0, moac_stream>>>(K2_, K_, k_, d_, n_);
+            }
             /* kernel k2_AB: AB: lanes over j */
-            if ((m_ + n_) * moac_ceildiv32(d_, 32) > 0)
+            if ((m_ + n_) * moac_ceildiv32(d_, 32) > 0) {
                 moac_catenate_k2_AB_i32<<<(unsigned)((m_ + n_) * moac_ceildiv32(d_, 32) < 2147483647 ? (m_ + n_) * moac_ceildiv32(d_, 32) : 2147483647), 32, 0, moac_stream>>>(AB_, A_, B_, d_, m_, n_);
+            }
             /* kernel k3_v: v: lanes over i */
-            if (1 > 0)
+            if (1 > 0) {
                 moac_catenate_k3_v_i32<<<(unsigned)(1 < 2147483647 ? 1 : 2147483647), 32, 0, moac_stream>>>(v_);
+            }
         }
     } else {
         /* kernel k1_K2: K2: lanes over j */
-        if ((n_ + 1) * moac_ceildiv(d_, 32) > 0)
+        if ((n_ + 1) * moac_ceildiv(d_, 32) > 0) {
             moac_catenate_k1_K2<<<(unsigned)((n_ + 1) * moac_ceildiv(d_, 32) < 2147483647 ? (n_ + 1) * moac_ceildiv(d_, 32) : 2147483647), 32, 0, moac_stream>>>(K2_, K_, k_, d_, n_);
+        }
         /* kernel k2_AB: AB: lanes over j */
-        if ((m_ + n_) * moac_ceildiv(d_, 32) > 0)
+        if ((m_ + n_) * moac_ceildiv(d_, 32) > 0) {
             moac_catenate_k2_AB<<<(unsigned)((m_ + n_) * moac_ceildiv(d_, 32) < 2147483647 ? (m_ + n_) * moac_ceildiv(d_, 32) : 2147483647), 32, 0, moac_stream>>>(AB_, A_, B_, d_, m_, n_);
+        }
         /* kernel k3_v: v: lanes over i */
-        if (1 > 0)
+        if (1 > 0) {
             moac_catenate_k3_v<<<(unsigned)(1 < 2147483647 ? 1 : 2147483647), 32, 0, moac_stream>>>(v_);
+        }
     }
     return cudaGetLastError() == cudaSuccess ? 0 : 4;
 }

@@ -178,19 +178,23 @@ extern "C" int moac_matmul_device(const float *__restrict__ A_, const float *__r
             const int32_t p_ = (int32_t)moac_wide_p_;
             (void)n_; (void)m_; (void)p_;
             /* kernel k1_C: C: lanes over j */
-            if (n_ * moac_ceildiv32(p_, 32) > 0)
+            if (n_ * moac_ceildiv32(p_, 32) > 0) {
                 moac_matmul_k1_C_i32<<<(unsigned)(n_ * moac_ceildiv32(p_, 32) < 2147483647 ? n_ * moac_ceildiv32(p_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, B_, C_, m_, n_, p_);
+            }
             /* kernel k2_y: y: lanes over k */
-            if (n_ > 0)
+            if (n_ > 0) {
                 moac_matmul_k2_y_i32<<<(unsigned)(n_ < 2147483647 ? n_ : 2147483647), 32, 0, moac_stream>>>(A_, x_, y_, m_, n_);
+            }
         }
     } else {
         /* kernel k1_C: C: lanes over j */
-        if (n_ * moac_ceildiv(p_, 32) > 0)
+        if (n_ * moac_ceildiv(p_, 32) > 0) {
             moac_matmul_k1_C<<<(unsigned)(n_ * moac_ceildiv(p_, 32) < 2147483647 ? n_ * moac_ceildiv(p_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, B_, C_, m_, n_, p_);
+        }
         /* kernel k2_y: y: lanes over k */
-        if (n_ > 0)
+        if (n_ > 0) {
             moac_matmul_k2_y<<<(unsigned)(n_ < 2147483647 ? n_ : 2147483647), 32, 0, moac_stream>>>(A_, x_, y_, m_, n_);
+        }
     }
     return cudaGetLastError() == cudaSuccess ? 0 : 4;
 }

@@ -340,43 +340,55 @@ extern "C" int moac_omega_device(const float *__restrict__ S_, const float *__re
             const int32_t dk_ = (int32_t)moac_wide_dk_;
             (void)n_; (void)w_; (void)dk_;
             /* kernel k1_m: m: lanes over i */
-            if (n_ > 0)
+            if (n_ > 0) {
                 moac_omega_k1_m_i32<<<(unsigned)(n_ < 2147483647 ? n_ : 2147483647), 32, 0, moac_stream>>>(S_, m_, n_, w_);
+            }
             /* kernel k2_z: z: lanes over i */
-            if (n_ > 0)
+            if (n_ > 0) {
                 moac_omega_k2_z_i32<<<(unsigned)(n_ < 2147483647 ? n_ : 2147483647), 32, 0, moac_stream>>>(S_, m_, z_, n_, w_);
+            }
             /* kernel k3_P: P: lanes over i */
-            if (n_ * moac_ceildiv32(w_, 32) > 0)
+            if (n_ * moac_ceildiv32(w_, 32) > 0) {
                 moac_omega_k3_P_i32<<<(unsigned)(n_ * moac_ceildiv32(w_, 32) < 2147483647 ? n_ * moac_ceildiv32(w_, 32) : 2147483647), 32, 0, moac_stream>>>(P_, S_, m_, z_, n_, w_);
+            }
             /* kernel k4_s: s: lanes over j */
-            if (n_ > 0)
+            if (n_ > 0) {
                 moac_omega_k4_s_i32<<<(unsigned)(n_ < 2147483647 ? n_ : 2147483647), 32, 0, moac_stream>>>(K_, q_, s_, dk_, n_);
+            }
             /* kernel k5_d: d: lanes over i */
-            if (n_ > 0)
+            if (n_ > 0) {
                 moac_omega_k5_d_i32<<<(unsigned)(n_ < 2147483647 ? n_ : 2147483647), 32, 0, moac_stream>>>(B_, S_, d_, n_, w_);
+            }
             /* kernel k6_c: c: lanes over i */
-            if (n_ > 0)
+            if (n_ > 0) {
                 moac_omega_k6_c_i32<<<(unsigned)(n_ < 2147483647 ? n_ : 2147483647), 32, 0, moac_stream>>>(S_, c_, n_, w_);
+            }
         }
     } else {
         /* kernel k1_m: m: lanes over i */
-        if (n_ > 0)
+        if (n_ > 0) {
             moac_omega_k1_m<<<(unsigned)(n_ < 2147483647 ? n_ : 2147483647), 32, 0, moac_stream>>>(S_, m_, n_, w_);
+        }
         /* kernel k2_z: z: lanes over i */
-        if (n_ > 0)
+        if (n_ > 0) {
             moac_omega_k2_z<<<(unsigned)(n_ < 2147483647 ? n_ : 2147483647), 32, 0, moac_stream>>>(S_, m_, z_, n_, w_);
+        }
         /* kernel k3_P: P: lanes over i */
-        if (n_ * moac_ceildiv(w_, 32) > 0)
+        if (n_ * moac_ceildiv(w_, 32) > 0) {
             moac_omega_k3_P<<<(unsigned)(n_ * moac_ceildiv(w_, 32) < 2147483647 ? n_ * moac_ceildiv(w_, 32) : 2147483647), 32, 0, moac_stream>>>(P_, S_, m_, z_, n_, w_);
+        }
         /* kernel k4_s: s: lanes over j */
-        if (n_ > 0)
+        if (n_ > 0) {
             moac_omega_k4_s<<<(unsigned)(n_ < 2147483647 ? n_ : 2147483647), 32, 0, moac_stream>>>(K_, q_, s_, dk_, n_);
+        }
         /* kernel k5_d: d: lanes over i */
-        if (n_ > 0)
+        if (n_ > 0) {
             moac_omega_k5_d<<<(unsigned)(n_ < 2147483647 ? n_ : 2147483647), 32, 0, moac_stream>>>(B_, S_, d_, n_, w_);
+        }
         /* kernel k6_c: c: lanes over i */
-        if (n_ > 0)
+        if (n_ > 0) {
             moac_omega_k6_c<<<(unsigned)(n_ < 2147483647 ? n_ : 2147483647), 32, 0, moac_stream>>>(S_, c_, n_, w_);
+        }
     }
     if (own)
         cudaFreeAsync(ws, moac_stream);

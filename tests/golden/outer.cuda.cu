@@ -205,25 +205,31 @@ extern "C" int moac_outer_device(const float *__restrict__ x_, const float *__re
             const int32_t m_ = (int32_t)moac_wide_m_;
             (void)n_; (void)m_;
             /* kernel k1_P: P: lanes over j */
-            if (n_ * moac_ceildiv32(m_, 32) > 0)
+            if (n_ * moac_ceildiv32(m_, 32) > 0) {
                 moac_outer_k1_P_i32<<<(unsigned)(n_ * moac_ceildiv32(m_, 32) < 2147483647 ? n_ * moac_ceildiv32(m_, 32) : 2147483647), 32, 0, moac_stream>>>(P_, x_, y_, m_, n_);
+            }
             /* kernel k2_D: D: lanes over j */
-            if (n_ * moac_ceildiv32(m_, 32) > 0)
+            if (n_ * moac_ceildiv32(m_, 32) > 0) {
                 moac_outer_k2_D_i32<<<(unsigned)(n_ * moac_ceildiv32(m_, 32) < 2147483647 ? n_ * moac_ceildiv32(m_, 32) : 2147483647), 32, 0, moac_stream>>>(D_, x_, y_, m_, n_);
+            }
             /* kernel k3_T: T: lanes over k */
-            if (n_ * m_ * moac_ceildiv32(m_, 32) > 0)
+            if (n_ * m_ * moac_ceildiv32(m_, 32) > 0) {
                 moac_outer_k3_T_i32<<<(unsigned)(n_ * m_ * moac_ceildiv32(m_, 32) < 2147483647 ? n_ * m_ * moac_ceildiv32(m_, 32) : 2147483647), 32, 0, moac_stream>>>(M_, T_, y_, m_, n_);
+            }
         }
     } else {
         /* kernel k1_P: P: lanes over j */
-        if (n_ * moac_ceildiv(m_, 32) > 0)
+        if (n_ * moac_ceildiv(m_, 32) > 0) {
             moac_outer_k1_P<<<(unsigned)(n_ * moac_ceildiv(m_, 32) < 2147483647 ? n_ * moac_ceildiv(m_, 32) : 2147483647), 32, 0, moac_stream>>>(P_, x_, y_, m_, n_);
+        }
         /* kernel k2_D: D: lanes over j */
-        if (n_ * moac_ceildiv(m_, 32) > 0)
+        if (n_ * moac_ceildiv(m_, 32) > 0) {
             moac_outer_k2_D<<<(unsigned)(n_ * moac_ceildiv(m_, 32) < 2147483647 ? n_ * moac_ceildiv(m_, 32) : 2147483647), 32, 0, moac_stream>>>(D_, x_, y_, m_, n_);
+        }
         /* kernel k3_T: T: lanes over k */
-        if (n_ * m_ * moac_ceildiv(m_, 32) > 0)
+        if (n_ * m_ * moac_ceildiv(m_, 32) > 0) {
             moac_outer_k3_T<<<(unsigned)(n_ * m_ * moac_ceildiv(m_, 32) < 2147483647 ? n_ * m_ * moac_ceildiv(m_, 32) : 2147483647), 32, 0, moac_stream>>>(M_, T_, y_, m_, n_);
+        }
     }
     return cudaGetLastError() == cudaSuccess ? 0 : 4;
 }

@@ -289,43 +289,53 @@ extern "C" int moac_reshape_device(const float *__restrict__ A_, const float *__
             const int32_t m_ = (int32_t)moac_wide_m_;
             (void)n_; (void)m_;
             /* kernel k1_flat: flat: lanes over i */
-            if (moac_ceildiv32(m_ * n_, 32) > 0)
+            if (moac_ceildiv32(m_ * n_, 32) > 0) {
                 moac_reshape_k1_flat_i32<<<(unsigned)(moac_ceildiv32(m_ * n_, 32) < 2147483647 ? moac_ceildiv32(m_ * n_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, flat_, m_, n_);
+            }
             /* kernel k2_swap: swap: lanes over j */
-            if (m_ * moac_ceildiv32(n_, 32) > 0)
+            if (m_ * moac_ceildiv32(n_, 32) > 0) {
                 moac_reshape_k2_swap_i32<<<(unsigned)(m_ * moac_ceildiv32(n_, 32) < 2147483647 ? m_ * moac_ceildiv32(n_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, swap_, m_, n_);
+            }
             /* kernel k3_grid: grid: lanes over j */
-            if (2 > 0)
+            if (2 > 0) {
                 moac_reshape_k3_grid_i32<<<(unsigned)(2 < 2147483647 ? 2 : 2147483647), 32, 0, moac_stream>>>(grid_, x_);
+            }
             /* kernel k4_cnt_partials: cnt: per-gang partial Σ over i */
             {
                 int32_t chunk = 1;
-                if (256 > 0)
+                if (256 > 0) {
                     moac_reshape_k4_cnt_partials_i32<<<(unsigned)(256 < 2147483647 ? 256 : 2147483647), 32, 0, moac_stream>>>(moac_cnt_part, chunk, m_, n_);
+                }
             }
             /* kernel k5_cnt_combine: cnt: combine the per-gang partials */
-            if (1 > 0)
+            if (1 > 0) {
                 moac_reshape_k5_cnt_combine_i32<<<(unsigned)(1 < 2147483647 ? 1 : 2147483647), 32, 0, moac_stream>>>(cnt_, moac_cnt_part);
+            }
         }
     } else {
         /* kernel k1_flat: flat: lanes over i */
-        if (moac_ceildiv(m_ * n_, 32) > 0)
+        if (moac_ceildiv(m_ * n_, 32) > 0) {
             moac_reshape_k1_flat<<<(unsigned)(moac_ceildiv(m_ * n_, 32) < 2147483647 ? moac_ceildiv(m_ * n_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, flat_, m_, n_);
+        }
         /* kernel k2_swap: swap: lanes over j */
-        if (m_ * moac_ceildiv(n_, 32) > 0)
+        if (m_ * moac_ceildiv(n_, 32) > 0) {
             moac_reshape_k2_swap<<<(unsigned)(m_ * moac_ceildiv(n_, 32) < 2147483647 ? m_ * moac_ceildiv(n_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, swap_, m_, n_);
+        }
         /* kernel k3_grid: grid: lanes over j */
-        if (2 > 0)
+        if (2 > 0) {
             moac_reshape_k3_grid<<<(unsigned)(2 < 2147483647 ? 2 : 2147483647), 32, 0, moac_stream>>>(grid_, x_);
+        }
         /* kernel k4_cnt_partials: cnt: per-gang partial Σ over i */
         {
             int64_t chunk = 1;
-            if (256 > 0)
+            if (256 > 0) {
                 moac_reshape_k4_cnt_partials<<<(unsigned)(256 < 2147483647 ? 256 : 2147483647), 32, 0, moac_stream>>>(moac_cnt_part, chunk, m_, n_);
+            }
         }
         /* kernel k5_cnt_combine: cnt: combine the per-gang partials */
-        if (1 > 0)
+        if (1 > 0) {
             moac_reshape_k5_cnt_combine<<<(unsigned)(1 < 2147483647 ? 1 : 2147483647), 32, 0, moac_stream>>>(cnt_, moac_cnt_part);
+        }
     }
     if (own)
         cudaFreeAsync(ws, moac_stream);

@@ -201,25 +201,31 @@ extern "C" int moac_take_reverse_device(const float *__restrict__ A_, float *__r
             const int32_t m_ = (int32_t)moac_wide_m_;
             (void)n_; (void)m_;
             /* kernel k1_R: R: lanes over j */
-            if (3 * moac_ceildiv32(m_, 32) > 0)
+            if (3 * moac_ceildiv32(m_, 32) > 0) {
                 moac_take_reverse_k1_R_i32<<<(unsigned)(3 * moac_ceildiv32(m_, 32) < 2147483647 ? 3 * moac_ceildiv32(m_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, R_, m_, n_);
+            }
             /* kernel k2_r: r: lanes over j */
-            if (moac_ceildiv32(m_, 32) > 0)
+            if (moac_ceildiv32(m_, 32) > 0) {
                 moac_take_reverse_k2_r_i32<<<(unsigned)(moac_ceildiv32(m_, 32) < 2147483647 ? moac_ceildiv32(m_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, r_, m_, n_);
+            }
             /* kernel k3_h: h: lanes over j */
-            if (2 * moac_ceildiv32(m_, 32) > 0)
+            if (2 * moac_ceildiv32(m_, 32) > 0) {
                 moac_take_reverse_k3_h_i32<<<(unsigned)(2 * moac_ceildiv32(m_, 32) < 2147483647 ? 2 * moac_ceildiv32(m_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, h_, m_, n_);
+            }
         }
     } else {
         /* kernel k1_R: R: lanes over j */
-        if (3 * moac_ceildiv(m_, 32) > 0)
+        if (3 * moac_ceildiv(m_, 32) > 0) {
             moac_take_reverse_k1_R<<<(unsigned)(3 * moac_ceildiv(m_, 32) < 2147483647 ? 3 * moac_ceildiv(m_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, R_, m_, n_);
+        }
         /* kernel k2_r: r: lanes over j */
-        if (moac_ceildiv(m_, 32) > 0)
+        if (moac_ceildiv(m_, 32) > 0) {
             moac_take_reverse_k2_r<<<(unsigned)(moac_ceildiv(m_, 32) < 2147483647 ? moac_ceildiv(m_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, r_, m_, n_);
+        }
         /* kernel k3_h: h: lanes over j */
-        if (2 * moac_ceildiv(m_, 32) > 0)
+        if (2 * moac_ceildiv(m_, 32) > 0) {
             moac_take_reverse_k3_h<<<(unsigned)(2 * moac_ceildiv(m_, 32) < 2147483647 ? 2 * moac_ceildiv(m_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, h_, m_, n_);
+        }
     }
     return cudaGetLastError() == cudaSuccess ? 0 : 4;
 }

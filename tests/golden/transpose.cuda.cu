@@ -252,31 +252,39 @@ extern "C" int moac_transpose_device(const float *__restrict__ A_, const float *
             const int32_t p_ = (int32_t)moac_wide_p_;
             (void)n_; (void)m_; (void)p_;
             /* kernel k1_T: T: lanes over k */
-            if (p_ * n_ * moac_ceildiv32(m_, 32) > 0)
+            if (p_ * n_ * moac_ceildiv32(m_, 32) > 0) {
                 moac_transpose_k1_T_i32<<<(unsigned)(p_ * n_ * moac_ceildiv32(m_, 32) < 2147483647 ? p_ * n_ * moac_ceildiv32(m_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, T_, m_, n_, p_);
+            }
             /* kernel k2_T2: T2: lanes over k */
-            if (m_ * p_ * moac_ceildiv32(n_, 32) > 0)
+            if (m_ * p_ * moac_ceildiv32(n_, 32) > 0) {
                 moac_transpose_k2_T2_i32<<<(unsigned)(m_ * p_ * moac_ceildiv32(n_, 32) < 2147483647 ? m_ * p_ * moac_ceildiv32(n_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, T2_, m_, n_, p_);
+            }
             /* kernel k3_Mt: Mt: lanes over j */
-            if (m_ * moac_ceildiv32(n_, 32) > 0)
+            if (m_ * moac_ceildiv32(n_, 32) > 0) {
                 moac_transpose_k3_Mt_i32<<<(unsigned)(m_ * moac_ceildiv32(n_, 32) < 2147483647 ? m_ * moac_ceildiv32(n_, 32) : 2147483647), 32, 0, moac_stream>>>(M_, Mt_, m_, n_);
+            }
             /* kernel k4_G: G: lanes over k */
-            if (n_ * n_ > 0)
+            if (n_ * n_ > 0) {
                 moac_transpose_k4_G_i32<<<(unsigned)(n_ * n_ < 2147483647 ? n_ * n_ : 2147483647), 32, 0, moac_stream>>>(G_, M_, m_, n_);
+            }
         }
     } else {
         /* kernel k1_T: T: lanes over k */
-        if (p_ * n_ * moac_ceildiv(m_, 32) > 0)
+        if (p_ * n_ * moac_ceildiv(m_, 32) > 0) {
             moac_transpose_k1_T<<<(unsigned)(p_ * n_ * moac_ceildiv(m_, 32) < 2147483647 ? p_ * n_ * moac_ceildiv(m_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, T_, m_, n_, p_);
+        }
         /* kernel k2_T2: T2: lanes over k */
-        if (m_ * p_ * moac_ceildiv(n_, 32) > 0)
+        if (m_ * p_ * moac_ceildiv(n_, 32) > 0) {
             moac_transpose_k2_T2<<<(unsigned)(m_ * p_ * moac_ceildiv(n_, 32) < 2147483647 ? m_ * p_ * moac_ceildiv(n_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, T2_, m_, n_, p_);
+        }
         /* kernel k3_Mt: Mt: lanes over j */
-        if (m_ * moac_ceildiv(n_, 32) > 0)
+        if (m_ * moac_ceildiv(n_, 32) > 0) {
             moac_transpose_k3_Mt<<<(unsigned)(m_ * moac_ceildiv(n_, 32) < 2147483647 ? m_ * moac_ceildiv(n_, 32) : 2147483647), 32, 0, moac_stream>>>(M_, Mt_, m_, n_);
+        }
         /* kernel k4_G: G: lanes over k */
-        if (n_ * n_ > 0)
+        if (n_ * n_ > 0) {
             moac_transpose_k4_G<<<(unsigned)(n_ * n_ < 2147483647 ? n_ * n_ : 2147483647), 32, 0, moac_stream>>>(G_, M_, m_, n_);
+        }
     }
     return cudaGetLastError() == cudaSuccess ? 0 : 4;
 }

@@ -105,7 +105,6 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     ctx.add_buffer("@m_part", "scratch", frame_ext + (G,))
     ctx.add_buffer("@z_part", "scratch", frame_ext + (G,))
     ctx.add_buffer("@o_part", "scratch", frame_ext + (G,) + rest_ext)
-    ctx.add_buffer("@p", "scratch", frame_ext + (G * C,))
     guarded = not (sp.Eq(sp.Mod(N, C), 0) is sp.true)
     ctx.lifts.append(Lift(l.name, N, C, "g", "c", guarded, "gang (chunks of tokens) × seq/vector"))
     rest = list(at.rest)
@@ -125,6 +124,11 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     else:
         gv, members, gang_frame, gang_ext = None, [{}], list(frame), tuple(frame_ext)
     M = len(members)
+    # the scores of a chunk: gang g of frame (…, a, …) owns p[(…, M·a … M·a + M − 1, …), g·C … g·C + C − 1]
+    tile = tuple((a * M, M) if f == gv else (f, 1) for f in frame) + ((g * C, C),)
+    ctx.add_buffer("@p", "scratch", frame_ext + (G * C,), placement="gang", tile=tile)
+    ctx.notes.append(f"the scores p of a chunk live with its gang ({M}·chunk values: gang-shared memory where the "
+                     "target has it, else the gang's tile of a scratch buffer, which stays in cache)")
     names = Names()
     pidx = tuple(frame) + (l,)   # p is indexed (frame, g·C + c) = (frame, l)
     pass1 = scores(ctx, names, E, ev, l, pidx, C, opts.unroll, members, opts)
