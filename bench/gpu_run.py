@@ -66,6 +66,7 @@ def run_bundle(manifest_path: Path, sizes: dict, reps: int, torch, np) -> dict:
         else:
             args.append(ctypes.c_void_p(tensors[p["name"]].data_ptr()))
     args.append(ctypes.c_void_p(ws.data_ptr()))
+    stream_arg = len(args)
     if man.get("stream"):                      # CUDA bundles: PyTorch's current stream
         args.append(ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
 
@@ -157,6 +158,25 @@ def run_bundle(manifest_path: Path, sizes: dict, reps: int, torch, np) -> dict:
         kernel_parts.update(parts)
         return total / reps / 1e6
 
+    graph = None
+    if man.get("stream"):
+        # CUDA-graph capture: the device entry only launches on the stream it is given
+        out.fill_(float("nan"))
+        g_ = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            args[stream_arg] = ctypes.c_void_p(side.cuda_stream)
+            call()                             # warm-up on the capture stream
+            torch.cuda.synchronize()
+            out.fill_(float("nan"))
+            with torch.cuda.graph(g_, stream=side):
+                call()
+        args[stream_arg] = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        out.fill_(float("nan"))
+        g_.replay()
+        torch.cuda.synchronize()
+        graph = dict(err=(out.double() - ref).abs().max().item(), wall=wall(g_.replay))
     kernel_parts: dict = {}
     moac_wall = wall(call)
     moac_kern = kernel_time(call, lambda k: man["function"] in k)
@@ -169,7 +189,7 @@ def run_bundle(manifest_path: Path, sizes: dict, reps: int, torch, np) -> dict:
     return dict(name=manifest_path.stem, sizes=sizes, err=err, host_err=host_err, written=written, sdpa_err=sdpa_err,
                 moac_wall=moac_wall, moac_kernel=moac_kern, sdpa32_kernel=t32, sdpa16_kernel=t16,
                 sdpa32_wall=w32, sdpa16_wall=w16, kv_bytes=kv_bytes, min_bytes=min_bytes,
-                moac_kernels_us=moac_parts)
+                moac_kernels_us=moac_parts, graph=graph)
 
 
 def copy_ceiling(torch, nbytes: int = 1 << 30, reps: int = 20) -> float:
@@ -251,6 +271,9 @@ def main() -> int:
         r["ok"] = bool(r["written"] and r["err"] < 1e-4 and r["host_err"] < 1e-4)
         results.append(r)
         ok &= r["ok"]
+        if r.get("graph"):
+            r["ok"] = bool(r["ok"] and r["graph"]["err"] < 1e-4)
+            print(f"  {name}: CUDA graph replay max err {r['graph']['err']:.1e}, wall {r['graph']['wall'] * 1e6:.1f} µs")
         print(f"  {name}: kernel {r['moac_kernel'] * 1e6:.1f} µs, wall {r['moac_wall'] * 1e6:.1f} µs, "
               f"KV {r['kv_bw'] / 1e12:.2f} TB/s = {r['share_of_copy']:.0%} of copy, SDPA bf16 "
               f"{r['sdpa16_kernel'] * 1e6:.1f} µs, err {r['err']:.1e}", flush=True)
