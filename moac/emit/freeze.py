@@ -31,7 +31,7 @@ def gamma_c(index: tuple, shape: tuple):
         term = freeze(i)
         for s in shape[k + 1:]:
             if s != 1:
-                term = cir.Bin("*", term, freeze(s))
+                term = cir.mul(term, freeze(s))
         out = term if out is None else cir.Bin("+", out, term)
     return out if out is not None else cir.Int(0)
 
