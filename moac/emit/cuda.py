@@ -76,8 +76,8 @@ def _uses(code) -> tuple[set, set, set]:
 
 
 def _identity(op: str, ctype: str):
-    o = ops.OPS[op]
-    return cir.Num(float(o.identity))
+    """The operator's identity, the start of every lane but lane 0 in a vector reduction."""
+    return cir.Num(float(ops.OPS[op].identity))
 
 
 def warp_helper(op: str, ctype: str) -> tuple[str, str]:
@@ -102,6 +102,7 @@ class _Lanes:
         self.ctype = ctype
         self.types: dict = {}         # device-declared name -> ctype
         self.warp: dict = {}          # helper name -> text
+        self.count = 0                # fresh names (moac_up1, moac_tot2, ...)
 
     def stmts(self, body) -> tuple:
         out = []
@@ -155,7 +156,7 @@ class _Lanes:
         return out
 
     def fresh(self, stem: str) -> str:
-        self.count = getattr(self, "count", 0) + 1
+        self.count += 1
         return f"moac_{stem}{self.count}"
 
 
