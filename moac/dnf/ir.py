@@ -85,7 +85,9 @@ class DNF:
 
 
 def index_var(name: str) -> sp.Symbol:
-    return sp.Symbol(name, integer=True, nonnegative=True)
+    """An index variable: the same kind of symbol as a size (integer, non-negative), so an
+    index and the size that bounds it live in one sympy assumption set."""
+    return C.size_symbol(name)
 
 
 # --------------------------------------------------------------------------- printing
