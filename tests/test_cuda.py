@@ -14,7 +14,7 @@ from moac.emit import cir, cuda
 from moac.errors import DeviceError
 from moac.jit.build import build_library, compile_flags
 
-from test_back_common import EXAMPLE_NAMES, example
+from test_back_common import EXAMPLE_NAMES, FIXED, example
 
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found")
@@ -97,6 +97,15 @@ def test_every_example_compiles_with_nvcc(name):
     src = example(name).c_source(target="cuda")
     lib = build_library(src, compile_flags("cuda", werror=True), cc="nvcc")
     assert lib.exists()
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", sorted(FIXED))
+def test_every_example_with_fixed_sizes_compiles_with_nvcc(name):
+    """Fixed sizes give the other code paths: packed loads, 32-bit kernels proven from the
+    sizes, a shared KV head group with its scores in shared memory."""
+    src = example(name).c_source(target="cuda", sizes=FIXED[name])
+    assert build_library(src, compile_flags("cuda", werror=True), cc="nvcc").exists()
 
 
 @needs_nvcc
