@@ -1,6 +1,8 @@
 """The error family.  Every user-facing error points at the source it is about."""
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 
 
@@ -21,6 +23,12 @@ class Span:
         return Span(start[0], start[1], end[0], end[1])
 
 
+def source_lines(text: str) -> list[str]:
+    """The lines of a source text: a line ends at LF, CR LF or a lone CR, nothing else (not
+    at U+2028, NEL, VT or FF, which Python's splitlines also splits at), as in the parser."""
+    return re.split(r"\r\n|\r|\n", text)
+
+
 @dataclass(frozen=True, slots=True)
 class Source:
     """The text of one file and the name it is reported under."""
@@ -28,12 +36,15 @@ class Source:
     text: str
     filename: str = "<input>"
 
+    def lines(self) -> list[str]:
+        return source_lines(self.text)
+
     def line(self, n: int) -> str:
-        lines = self.text.splitlines()
+        lines = self.lines()
         return lines[n - 1] if 0 < n <= len(lines) else ""
 
     def excerpt(self, span: Span) -> str:
-        lines = self.text.splitlines()
+        lines = self.lines()
         if span.line == span.end_line:
             return lines[span.line - 1][span.col - 1 : span.end_col] if span.line <= len(lines) else ""
         first = lines[span.line - 1][span.col - 1 :]

@@ -12,9 +12,16 @@ from pathlib import Path
 
 from . import dnf, driver
 from .driver import Artifacts
-from .errors import ParseError, Source, Span
+from .errors import MoacError, ParseError, Source, Span
 from .front import interp, lower, syntax
 from .options import Options
+
+
+def too_deep(source: Source) -> MoacError:
+    """The error for a program nested deeper than moac's recursive stages go (hundreds of
+    operators in one expression): a user-facing error, not an internal one."""
+    return MoacError("the program nests its expressions too deeply for moac (an operator chain of several "
+                     "hundred levels); name intermediate results to split it", source=source)
 
 
 class Program:
@@ -22,14 +29,20 @@ class Program:
 
     def __init__(self, text: str, filename: str = "<input>"):
         self.source = Source(text, filename)
-        self.module = syntax.parse(text, filename, lower.prelude_fnames())              # stage 1: text -> AST
-        self.core = lower.to_core(self.module, self.source)         # stage 2: AST -> core + shapes
+        try:
+            self.module = syntax.parse(text, filename, lower.prelude_fnames())          # stage 1: text -> AST
+            self.core = lower.to_core(self.module, self.source)     # stage 2: AST -> core + shapes
+        except RecursionError:
+            raise too_deep(self.source) from None
         self.artifacts: dict = {}                                   # Options -> Artifacts (stages 4-5)
         self.kernels: dict = {}                                     # (Options, build options) -> Kernel
 
     @functools.cached_property
     def _dnf(self) -> dnf.DNF:
-        return dnf.to_dnf(self.core)                                # stage 3: core -> DNF
+        try:
+            return dnf.to_dnf(self.core)                            # stage 3: core -> DNF
+        except RecursionError:
+            raise too_deep(self.source) from None
 
     def dnf(self) -> dnf.DNF:
         return self._dnf
@@ -37,7 +50,11 @@ class Program:
     def lower(self, opts: Options) -> Artifacts:
         """Stages 4 and 5 for these options (cached: every intermediate is kept)."""
         if opts not in self.artifacts:
-            self.artifacts[opts] = driver.lower(self._dnf, opts)
+            dnf_ = self._dnf
+            try:
+                self.artifacts[opts] = driver.lower(dnf_, opts)
+            except RecursionError:
+                raise too_deep(self.source) from None
         return self.artifacts[opts]
 
     def onf(self, **options):

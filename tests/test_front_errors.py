@@ -231,3 +231,42 @@ def test_cli_good_file_prints_dnf_and_trace(capsys):
     assert rc == 0 and err == ""
     assert "[ψ-transpose]" in out and "[ψ-inner]" in out and "[temporary]" in out
     assert "⟨l j⟩ψK" in out
+
+
+# --------------------------------------------------------------------------- odd input text
+
+
+def test_a_lone_carriage_return_ends_a_line():
+    prog = moac.parse("size n\rinput x : f32 ⟨n⟩\ry = x + x\routput y\r")
+    assert prog.outputs == ("y",)
+    with pytest.raises(moac.MoacError) as e:
+        moac.parse("size n\r\ninput x : f32 ⟨n⟩\ry = x + q\r\noutput y")
+    assert e.value.span.line == 3 and e.value.render().splitlines()[1].strip() == "y = x + q"
+
+
+@pytest.mark.parametrize("sep", ["\u2028", "\u0085", "\x0b", "\x0c"])
+def test_unicode_separators_in_a_comment_do_not_shift_carets(sep):
+    with pytest.raises(moac.MoacError) as e:
+        moac.parse(f"size n\ninput x : f32 ⟨n⟩ -- one{sep}comment\ny = x + q\noutput y\n")
+    assert (e.value.span.line, e.value.span.col) == (3, 9)
+    assert e.value.render().splitlines()[1] == "    y = x + q"
+
+
+@pytest.mark.parametrize("literal, message", [
+    ("9" * 400, "does not fit in 64 bits"), ("7" * 5000, "does not fit in 64 bits"),
+    ("9223372036854775808", "does not fit in 64 bits"), ("1e309", "larger than the largest f64")])
+def test_number_literals_beyond_64_bits_are_positioned_errors(literal, message):
+    with pytest.raises(moac.ParseError, match=message) as e:
+        moac.parse(f"size n\ninput x : f32 ⟨n⟩\ny = x + {literal}\noutput y\n")
+    assert (e.value.span.line, e.value.span.col) == (3, 9)
+    assert moac.parse("size n\ninput x : f32 ⟨n⟩\ny = x + 9223372036854775807\noutput y\n")
+
+
+@pytest.mark.parametrize("chain", ["− " * 600 + "x", "x" + " + x" * 600])
+def test_a_very_deep_expression_is_a_user_error_not_an_internal_one(chain, tmp_path):
+    f = tmp_path / "deep.moa"
+    f.write_text(f"size n\ninput x : f32 ⟨n⟩\ny = {chain}\noutput y\n", encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "moac", "onf", str(f)], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert "nests its expressions too deeply" in r.stderr and "internal error" not in r.stderr

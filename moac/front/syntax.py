@@ -5,6 +5,8 @@ dataclasses below straight from the parse tree, each node with its source span.
 """
 from __future__ import annotations
 
+import math
+
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import lark
 
-from ..errors import ParseError, Source, Span
+from ..errors import ParseError, Source, Span, source_lines
 from ..ops import BY_TOKEN
 
 # --------------------------------------------------------------------------- AST
@@ -201,15 +203,11 @@ class _ToAST(lark.Transformer):
 
     def number(self, meta, items):
         (tok,) = items
-        text = str(tok)
-        value = float(text) if any(c in text for c in ".eE") else int(text)
-        return Number(_span(tok), value)
+        return Number(_span(tok), _literal(tok))
 
     def negnumber(self, meta, items):
         sign, tok = items
-        text = str(tok)
-        value = float(text) if any(c in text for c in ".eE") else int(text)
-        return Number(_span(sign).join(_span(tok)), -value)
+        return Number(_span(sign).join(_span(tok)), -_literal(tok))
 
     def vector(self, meta, items):
         return Vector(_span(meta), tuple(items))
@@ -302,11 +300,34 @@ def _describe_expected(expected) -> str:
     return ", ".join(words)
 
 
+INT_LIMIT = 2**63 - 1        # integer literals are sizes, counts and indices: 64-bit at most
+
+
+def _literal(tok):
+    """A number token's value; an integer beyond 64 bits or a real beyond f64 is an error at
+    the token (never a silent infinity, never a raw Python exception)."""
+    text = str(tok)
+    if any(c in text for c in ".eE"):
+        value = float(text)
+        if math.isinf(value):
+            raise ParseError(f"the number {_short(text)} is larger than the largest f64 (about 1.8e308)", _span(tok))
+        return value
+    digits = text.lstrip("0") or "0"
+    if len(digits) > 19 or int(digits) > INT_LIMIT:
+        raise ParseError(f"the integer {_short(text)} does not fit in 64 bits (at most {INT_LIMIT})", _span(tok))
+    return int(digits)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 24 else f"{text[:10]}…{text[-6:]} ({len(text)} characters)"
+
+
 def parse(text: str, filename: str = "<input>", extra_fnames: frozenset[str] = frozenset()) -> Module:
     """Parse one source file into a Module; raise ParseError with position on failure."""
     source = Source(text, filename)
     if text.startswith("\ufeff"):          # a UTF-8 byte-order mark: blank it, keeping columns
         text = " " + text[1:]
+    text = re.sub(r"\r\n?", "\n", text)   # CR LF and a lone CR end a line, as LF does
     assigned = set(_ASSIGNED.findall(text))
     fnames = defined_fnames(text) | (extra_fnames - assigned)
     try:
@@ -314,12 +335,13 @@ def parse(text: str, filename: str = "<input>", extra_fnames: frozenset[str] = f
         return _ToAST().transform(tree)
     except lark.UnexpectedCharacters as e:
         span = Span(e.line, e.column, e.line, e.column)
-        ch = text.splitlines()[e.line - 1][e.column - 1] if e.line <= len(text.splitlines()) else "?"
+        lines = source_lines(text)
+        ch = lines[e.line - 1][e.column - 1] if e.line <= len(lines) and e.column <= len(lines[e.line - 1]) else "?"
         raise ParseError(f"unexpected character {ch!r}", span, source) from None
     except lark.UnexpectedToken as e:
         tok = e.token
         if tok.type == "$END":
-            lines = text.splitlines() or [""]
+            lines = source_lines(text.rstrip("\n")) or [""]
             span = Span(len(lines), max(1, len(lines[-1])), len(lines), max(1, len(lines[-1])))
             raise ParseError(f"unexpected end of input; expected {_describe_expected(e.expected)}",
                              span, source) from None
@@ -328,8 +350,10 @@ def parse(text: str, filename: str = "<input>", extra_fnames: frozenset[str] = f
                          Span(tok.line, tok.column, tok.line, tok.column + max(0, len(str(tok).rstrip()) - 1)),
                          source) from None
     except lark.UnexpectedEOF as e:
-        lines = text.splitlines() or [""]
+        lines = source_lines(text.rstrip("\n")) or [""]
         raise ParseError(f"unexpected end of input; expected {_describe_expected(e.expected)}",
                          Span(len(lines), 1, len(lines), 1), source) from None
-    except lark.exceptions.VisitError as e:  # pragma: no cover - transformer bug
+    except lark.exceptions.VisitError as e:     # a literal the transformer refused, or a bug
+        if isinstance(e.orig_exc, ParseError) and e.orig_exc.source is None:
+            e.orig_exc.source = source
         raise e.orig_exc from None
