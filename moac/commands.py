@@ -15,6 +15,7 @@ from .dnf import DReduce, DOp, DSelect
 from .errors import ArgumentError, CheckError, MoacError
 
 DEFAULT_SIZE = 13     # a prime, so every lifting guard is exercised
+CHECK_BYTES = 8 * 2**30      # the most random input moac check draws (float64 bytes)
 EPS = {"float": float(np.finfo(np.float32).eps), "double": float(np.finfo(np.float64).eps)}
 
 
@@ -26,10 +27,15 @@ def random_inputs(prog, sizes: dict, seed: int = 0) -> tuple[dict, dict]:
     for s in prog.core.sizes:
         env.setdefault(s, sp.Integer(DEFAULT_SIZE))
     rng = np.random.default_rng(seed)
+    shapes = {info.name: tuple(int(sp.sympify(e).xreplace(env)) for e in info.shape) for info in prog.inputs}
+    need = sum(8 * int(np.prod(sh, dtype=object)) for sh in shapes.values())    # float64 draws
+    if need > CHECK_BYTES:
+        raise MoacError(f"these sizes give inputs of {need / 2**30:.3g} GiB of random float64 draws; moac check "
+                        f"generates its inputs in memory and stops at {CHECK_BYTES / 2**30:.0f} GiB "
+                        "(compile the kernel for these sizes, check it at smaller ones)")
     arrays = {}
     for info in prog.inputs:
-        shape = tuple(int(sp.sympify(e).xreplace(env)) for e in info.shape)
-        arrays[info.name] = dtypes.random(info.dtype, rng, shape)
+        arrays[info.name] = dtypes.random(info.dtype, rng, shapes[info.name])
     return arrays, {k.name: int(v) for k, v in env.items()}
 
 

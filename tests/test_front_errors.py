@@ -270,3 +270,15 @@ def test_a_very_deep_expression_is_a_user_error_not_an_internal_one(chain, tmp_p
                        cwd=ROOT, timeout=120)
     assert r.returncode == 1, r.stderr
     assert "nests its expressions too deeply" in r.stderr and "internal error" not in r.stderr
+
+
+def test_a_divisor_size_fixed_to_zero_is_an_error_with_a_cause():
+    r = subprocess.run([sys.executable, "-m", "moac", "compile", "examples/decode_gqa.moa", "-D", "g=0"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 1 and "divides an index expression by zero" in r.stderr, r.stderr
+
+
+def test_check_refuses_inputs_too_large_for_memory():
+    r = subprocess.run([sys.executable, "-m", "moac", "check", "examples/decode.moa", "-D", "n=99999999999999999999"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 1 and "GiB" in r.stderr and "internal error" not in r.stderr, r.stderr

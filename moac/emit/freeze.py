@@ -53,6 +53,9 @@ def shown(name: str) -> str:
 def freeze(e) -> object:
     """sympy integer expression -> cir (int64 arithmetic)."""
     e = sp.sympify(e)
+    if e.has(sp.zoo, sp.oo, -sp.oo, sp.nan):
+        raise RewriteError("a size fixed at compile time divides an index expression by zero (it became "
+                           f"{e}); give that size a positive value, or leave it to run time")
     if e.is_Integer:
         return cir.Int(int(e))
     if isinstance(e, sp.Symbol):
