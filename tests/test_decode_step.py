@@ -85,3 +85,22 @@ def test_append_is_one_row_write_at_n_dk(prog):
     # the row loop starts at n, so the first element written is γ(⟨n 0⟩; ⟨N 128⟩) = n·128
     assert write.subs({i: n, j: 0}) == 128 * n
     assert "for (int64_t i_ = n_; i_ < n_ + 1; ++i_)" in prog.c_source(sizes={"dk": 128, "dv": 128})
+
+
+def test_an_updated_cache_may_not_alias_another_argument():
+    """Passing the key cache as the value cache (or a row of it as the query) would let the
+    in-place update change an input under the kernel: refused, nothing written."""
+    import moac
+    import numpy as np
+    from moac.errors import ArgumentError
+    prog = moac.load("examples/decode_step.moa")
+    kern = prog.compile(target="c")
+    rng = np.random.default_rng(0)
+    Kc = rng.standard_normal((20, 13)).astype(np.float32)
+    before = Kc.copy()
+    q = rng.standard_normal(13).astype(np.float32)
+    with pytest.raises(ArgumentError, match="shares memory with input 'Vc'"):
+        kern(Kc=Kc, Vc=Kc, q=q, k=q.copy(), v=q.copy(), n=13)
+    with pytest.raises(ArgumentError, match="shares memory with input 'q'"):
+        kern(Kc=Kc, Vc=Kc.copy(), q=Kc[3], k=q.copy(), v=q.copy(), n=13)
+    assert np.array_equal(Kc, before)

@@ -86,6 +86,12 @@ class Kernel:
             if info.name in self._updated and not a.flags.writeable:
                 raise ArgumentError(f"input '{info.name}' is updated in place and must be writeable")
             shapes[info.name] = a.shape
+        for u in sorted(self._updated):        # an input updated in place must not overlap another
+            for info in prog.inputs:
+                if info.name != u and np.may_share_memory(args[u], args[info.name]):   # exact: C-contiguous
+                    raise ArgumentError(f"input '{u}' is updated in place and shares memory with input "
+                                        f"'{info.name}': the update would change '{info.name}' under the kernel "
+                                        "(pass a copy)")
         return self._binding.bind(shapes, given)
 
     def __call__(self, **arrays) -> dict:
