@@ -58,6 +58,7 @@ OPS: dict[str, Op] = {o.name: o for o in (
     Op("abs", 1, "ABS", "abs", "abs ", np.abs, c_fn="fabs", python=abs),
     # a float comparison used by the lowering (not a MoA primitive): no flops counted
     Op("gt", 2, None, ">", ">", np.greater, c_infix=">", flops=0, python=operator.gt),
+    Op("ne", 2, None, "≠", "≠", np.not_equal, c_infix="!=", flops=0, python=operator.ne),
 )}
 
 BINARY = frozenset(n for n, o in OPS.items() if o.arity == 2 and o.token)

@@ -107,3 +107,22 @@ def test_dropping_an_openmp_kernel():
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "OMP_NUM_THREADS": "2"})
     assert r.returncode == 0 and "survived" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
+
+
+@pytest.mark.parametrize("target", ["c", "openmp", "openacc"])
+def test_a_nan_in_the_keys_propagates_as_in_the_interpreter(target):
+    """One NaN in K makes every output NaN (softmax mixes every score into every output);
+    the kernel used to give 0, because the normalisation tested Z > 0."""
+    import numpy as np
+    import moac
+    prog = moac.load("examples/decode.moa")
+    kern = prog.compile(target=target, sizes={"dk": 16, "dv": 16})
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal(16).astype(np.float32)
+    K = rng.standard_normal((100, 16)).astype(np.float32)
+    V = rng.standard_normal((100, 16)).astype(np.float32)
+    K[37, 3] = np.nan
+    got, ref = kern(q=q, K=K, V=V)["out"], prog.evaluate(q=q, K=K, V=V)["out"]
+    assert np.isnan(ref).all() and np.isnan(got).all()
+    empty = kern(q=q, K=K[:0], V=V[:0])["out"]          # an empty axis still gives 0
+    assert np.array_equal(empty, np.zeros(16, np.float32))

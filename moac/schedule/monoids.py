@@ -10,7 +10,8 @@ chunks gives partial states that merge into the whole.  moac's plans use
 
 `lse_fold_lanes` is the n-ary fold of lse over G partial states as Schedule statements:
 M = max_g m_g, Z = Σ_g e^{m_g − M}·z_g, O = Σ_g e^{m_g − M}·o_g, and the result O ÷ Z
-(0 for an empty axis, where Z = 0; otherwise Z ≥ 1 because the maximum contributes e⁰).
+(0 for an empty axis, where Z = 0; otherwise Z ≥ 1 because the maximum contributes e⁰, or
+NaN where a score is NaN or every score is −∞: the result is then NaN, as the interpreter's).
 """
 from __future__ import annotations
 

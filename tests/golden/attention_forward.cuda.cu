@@ -292,28 +292,28 @@ __global__ void __launch_bounds__(32) moac_attention_forward_k2_combine(float *_
         }
         __syncwarp();
         if (8 * db < dv_) {
-            out_[i_ * dv_ + 8 * db] = Z > 0.0f ? o0 / Z : 0.0f;
+            out_[i_ * dv_ + 8 * db] = Z != 0.0f ? o0 / Z : 0.0f;
         }
         if (8 * db + 1 < dv_) {
-            out_[i_ * dv_ + (8 * db + 1)] = Z > 0.0f ? o1 / Z : 0.0f;
+            out_[i_ * dv_ + (8 * db + 1)] = Z != 0.0f ? o1 / Z : 0.0f;
         }
         if (8 * db + 2 < dv_) {
-            out_[i_ * dv_ + (8 * db + 2)] = Z > 0.0f ? o2 / Z : 0.0f;
+            out_[i_ * dv_ + (8 * db + 2)] = Z != 0.0f ? o2 / Z : 0.0f;
         }
         if (8 * db + 3 < dv_) {
-            out_[i_ * dv_ + (8 * db + 3)] = Z > 0.0f ? o3 / Z : 0.0f;
+            out_[i_ * dv_ + (8 * db + 3)] = Z != 0.0f ? o3 / Z : 0.0f;
         }
         if (8 * db + 4 < dv_) {
-            out_[i_ * dv_ + (8 * db + 4)] = Z > 0.0f ? o4 / Z : 0.0f;
+            out_[i_ * dv_ + (8 * db + 4)] = Z != 0.0f ? o4 / Z : 0.0f;
         }
         if (8 * db + 5 < dv_) {
-            out_[i_ * dv_ + (8 * db + 5)] = Z > 0.0f ? o5 / Z : 0.0f;
+            out_[i_ * dv_ + (8 * db + 5)] = Z != 0.0f ? o5 / Z : 0.0f;
         }
         if (8 * db + 6 < dv_) {
-            out_[i_ * dv_ + (8 * db + 6)] = Z > 0.0f ? o6 / Z : 0.0f;
+            out_[i_ * dv_ + (8 * db + 6)] = Z != 0.0f ? o6 / Z : 0.0f;
         }
         if (8 * db + 7 < dv_) {
-            out_[i_ * dv_ + (8 * db + 7)] = Z > 0.0f ? o7 / Z : 0.0f;
+            out_[i_ * dv_ + (8 * db + 7)] = Z != 0.0f ? o7 / Z : 0.0f;
         }
     }
 }
@@ -534,28 +534,28 @@ __global__ void __launch_bounds__(32) moac_attention_forward_k2_combine_i32(floa
         }
         __syncwarp();
         if (8 * db < dv_) {
-            out_[i_ * dv_ + 8 * db] = Z > 0.0f ? o0 / Z : 0.0f;
+            out_[i_ * dv_ + 8 * db] = Z != 0.0f ? o0 / Z : 0.0f;
         }
         if (8 * db + 1 < dv_) {
-            out_[i_ * dv_ + (8 * db + 1)] = Z > 0.0f ? o1 / Z : 0.0f;
+            out_[i_ * dv_ + (8 * db + 1)] = Z != 0.0f ? o1 / Z : 0.0f;
         }
         if (8 * db + 2 < dv_) {
-            out_[i_ * dv_ + (8 * db + 2)] = Z > 0.0f ? o2 / Z : 0.0f;
+            out_[i_ * dv_ + (8 * db + 2)] = Z != 0.0f ? o2 / Z : 0.0f;
         }
         if (8 * db + 3 < dv_) {
-            out_[i_ * dv_ + (8 * db + 3)] = Z > 0.0f ? o3 / Z : 0.0f;
+            out_[i_ * dv_ + (8 * db + 3)] = Z != 0.0f ? o3 / Z : 0.0f;
         }
         if (8 * db + 4 < dv_) {
-            out_[i_ * dv_ + (8 * db + 4)] = Z > 0.0f ? o4 / Z : 0.0f;
+            out_[i_ * dv_ + (8 * db + 4)] = Z != 0.0f ? o4 / Z : 0.0f;
         }
         if (8 * db + 5 < dv_) {
-            out_[i_ * dv_ + (8 * db + 5)] = Z > 0.0f ? o5 / Z : 0.0f;
+            out_[i_ * dv_ + (8 * db + 5)] = Z != 0.0f ? o5 / Z : 0.0f;
         }
         if (8 * db + 6 < dv_) {
-            out_[i_ * dv_ + (8 * db + 6)] = Z > 0.0f ? o6 / Z : 0.0f;
+            out_[i_ * dv_ + (8 * db + 6)] = Z != 0.0f ? o6 / Z : 0.0f;
         }
         if (8 * db + 7 < dv_) {
-            out_[i_ * dv_ + (8 * db + 7)] = Z > 0.0f ? o7 / Z : 0.0f;
+            out_[i_ * dv_ + (8 * db + 7)] = Z != 0.0f ? o7 / Z : 0.0f;
         }
     }
 }

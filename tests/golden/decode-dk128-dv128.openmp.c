@@ -241,14 +241,14 @@ int moac_decode(const float *restrict q_, const float *restrict K_, const float 
             o6 = o6 + e * moac_o_part[g * 128 + (8 * db + 6)];
             o7 = o7 + e * moac_o_part[g * 128 + (8 * db + 7)];
         }
-        out_[8 * db] = Z > 0.0f ? o0 / Z : 0.0f;
-        out_[8 * db + 1] = Z > 0.0f ? o1 / Z : 0.0f;
-        out_[8 * db + 2] = Z > 0.0f ? o2 / Z : 0.0f;
-        out_[8 * db + 3] = Z > 0.0f ? o3 / Z : 0.0f;
-        out_[8 * db + 4] = Z > 0.0f ? o4 / Z : 0.0f;
-        out_[8 * db + 5] = Z > 0.0f ? o5 / Z : 0.0f;
-        out_[8 * db + 6] = Z > 0.0f ? o6 / Z : 0.0f;
-        out_[8 * db + 7] = Z > 0.0f ? o7 / Z : 0.0f;
+        out_[8 * db] = Z != 0.0f ? o0 / Z : 0.0f;
+        out_[8 * db + 1] = Z != 0.0f ? o1 / Z : 0.0f;
+        out_[8 * db + 2] = Z != 0.0f ? o2 / Z : 0.0f;
+        out_[8 * db + 3] = Z != 0.0f ? o3 / Z : 0.0f;
+        out_[8 * db + 4] = Z != 0.0f ? o4 / Z : 0.0f;
+        out_[8 * db + 5] = Z != 0.0f ? o5 / Z : 0.0f;
+        out_[8 * db + 6] = Z != 0.0f ? o6 / Z : 0.0f;
+        out_[8 * db + 7] = Z != 0.0f ? o7 / Z : 0.0f;
     }
     free(ws);
     return 0;

@@ -235,28 +235,28 @@ int moac_decode_window_device(const float *restrict q_, const float *restrict K_
                     }
                 }
                 if (8 * db < dv_) {
-                    out_[8 * db] = Z > 0.0f ? o0 / Z : 0.0f;
+                    out_[8 * db] = Z != 0.0f ? o0 / Z : 0.0f;
                 }
                 if (8 * db + 1 < dv_) {
-                    out_[8 * db + 1] = Z > 0.0f ? o1 / Z : 0.0f;
+                    out_[8 * db + 1] = Z != 0.0f ? o1 / Z : 0.0f;
                 }
                 if (8 * db + 2 < dv_) {
-                    out_[8 * db + 2] = Z > 0.0f ? o2 / Z : 0.0f;
+                    out_[8 * db + 2] = Z != 0.0f ? o2 / Z : 0.0f;
                 }
                 if (8 * db + 3 < dv_) {
-                    out_[8 * db + 3] = Z > 0.0f ? o3 / Z : 0.0f;
+                    out_[8 * db + 3] = Z != 0.0f ? o3 / Z : 0.0f;
                 }
                 if (8 * db + 4 < dv_) {
-                    out_[8 * db + 4] = Z > 0.0f ? o4 / Z : 0.0f;
+                    out_[8 * db + 4] = Z != 0.0f ? o4 / Z : 0.0f;
                 }
                 if (8 * db + 5 < dv_) {
-                    out_[8 * db + 5] = Z > 0.0f ? o5 / Z : 0.0f;
+                    out_[8 * db + 5] = Z != 0.0f ? o5 / Z : 0.0f;
                 }
                 if (8 * db + 6 < dv_) {
-                    out_[8 * db + 6] = Z > 0.0f ? o6 / Z : 0.0f;
+                    out_[8 * db + 6] = Z != 0.0f ? o6 / Z : 0.0f;
                 }
                 if (8 * db + 7 < dv_) {
-                    out_[8 * db + 7] = Z > 0.0f ? o7 / Z : 0.0f;
+                    out_[8 * db + 7] = Z != 0.0f ? o7 / Z : 0.0f;
                 }
             }
         }
@@ -377,28 +377,28 @@ int moac_decode_window_device(const float *restrict q_, const float *restrict K_
                 }
             }
             if (8 * db < dv_) {
-                out_[8 * db] = Z > 0.0f ? o0 / Z : 0.0f;
+                out_[8 * db] = Z != 0.0f ? o0 / Z : 0.0f;
             }
             if (8 * db + 1 < dv_) {
-                out_[8 * db + 1] = Z > 0.0f ? o1 / Z : 0.0f;
+                out_[8 * db + 1] = Z != 0.0f ? o1 / Z : 0.0f;
             }
             if (8 * db + 2 < dv_) {
-                out_[8 * db + 2] = Z > 0.0f ? o2 / Z : 0.0f;
+                out_[8 * db + 2] = Z != 0.0f ? o2 / Z : 0.0f;
             }
             if (8 * db + 3 < dv_) {
-                out_[8 * db + 3] = Z > 0.0f ? o3 / Z : 0.0f;
+                out_[8 * db + 3] = Z != 0.0f ? o3 / Z : 0.0f;
             }
             if (8 * db + 4 < dv_) {
-                out_[8 * db + 4] = Z > 0.0f ? o4 / Z : 0.0f;
+                out_[8 * db + 4] = Z != 0.0f ? o4 / Z : 0.0f;
             }
             if (8 * db + 5 < dv_) {
-                out_[8 * db + 5] = Z > 0.0f ? o5 / Z : 0.0f;
+                out_[8 * db + 5] = Z != 0.0f ? o5 / Z : 0.0f;
             }
             if (8 * db + 6 < dv_) {
-                out_[8 * db + 6] = Z > 0.0f ? o6 / Z : 0.0f;
+                out_[8 * db + 6] = Z != 0.0f ? o6 / Z : 0.0f;
             }
             if (8 * db + 7 < dv_) {
-                out_[8 * db + 7] = Z > 0.0f ? o7 / Z : 0.0f;
+                out_[8 * db + 7] = Z != 0.0f ? o7 / Z : 0.0f;
             }
         }
     }

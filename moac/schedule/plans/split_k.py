@@ -175,7 +175,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
         stores = []
         for d, acc, cond in zip(outs, accs, conds):
             out_idx = tuple(sp.sympify(x).xreplace({last: d}) for x in at.out.vars)
-            value = Select(Op("gt", (Local("Z"), Const(0.0))), Op("div", (Local(acc), Local("Z"))), Const(0.0))
+            value = Select(Op("ne", (Local("Z"), Const(0.0))), Op("div", (Local(acc), Local("Z"))), Const(0.0))
             st = Store(at.out.name, out_idx, tuple(at.out.vars), value)
             stores.append(st if cond is True else Guard(cond, (st,)))
         body4: tuple = fold + tuple(stores)
@@ -187,7 +187,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
                               f"combine kernel: gang × registers, {last.name} = db·{R} + r; lanes over the partials"))
     else:
         fold = lse_fold_lanes(g, G, [lambda gx: read("@o_part", tuple(frame) + (gx,))], read_m, read_z, ["o0"])
-        value = Select(Op("gt", (Local("Z"), Const(0.0))), Op("div", (Local("o0"), Local("Z"))), Const(0.0))
+        value = Select(Op("ne", (Local("Z"), Const(0.0))), Op("div", (Local("o0"), Local("Z"))), Const(0.0))
         body4 = fold + (Store(at.out.name, tuple(at.out.vars), tuple(at.out.vars), value),)
     nest2 = gang_nest(loops2, body4) if loops2 else (Serial(body4),)
     domain2 = tuple(zip(frame, frame_ext)) + ((g, G),) + tuple(zip(rest, rest_ext))
