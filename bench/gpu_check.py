@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import os
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from gpu_runtime import bundle_runtime
 
 CT = {"f32": np.float32, "f64": np.float64, "bf16": np.uint16, "f16": np.float16}
 
@@ -61,13 +62,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
     root = a.examples.parent.resolve()
-    libdir = root / "lib"
-    if libdir.is_dir() and str(libdir) not in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
-        env = dict(os.environ, LD_LIBRARY_PATH=f"{libdir}:{os.environ.get('LD_LIBRARY_PATH', '')}")
-        env.setdefault("ACC_DEVICE_TYPE", "nvidia")
-        os.execve(sys.executable, [sys.executable] + sys.argv, env)
-    if libdir.is_dir():
-        ctypes.CDLL(str(libdir / "libgomp.so.1"), mode=ctypes.RTLD_GLOBAL)
+    bundle_runtime(root / "lib")                         # OpenACC bundles: their libgomp
     results = []
     for case in json.loads(a.examples.read_text()):
         r = run(case, root)

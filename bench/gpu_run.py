@@ -23,11 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-
-def load_runtime(libdir: Path) -> ctypes.CDLL:
-    # Must happen before `import torch`: torch ships its own libgomp.so.1 with the same
-    # soname but without the nvptx plugin, and whichever loads first wins.
-    return ctypes.CDLL(str(libdir / "libgomp.so.1"), mode=ctypes.RTLD_GLOBAL)
+from gpu_runtime import bundle_runtime
 
 
 def shape_of(exprs, sizes):
@@ -229,14 +225,7 @@ def main() -> int:
             runs.append((a.cases.parent / c["manifest"], {**sizes, **c["sizes"]}, c["name"]))
     if not runs:
         ap.error("no bundles")
-    libdir = (runs[0][0].parent / "lib").resolve()
-    acc = libdir.is_dir()                      # OpenACC bundles carry libgomp in lib/
-    if acc and str(libdir) not in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
-        # libgomp finds its nvptx plugin through the loader's search path, read at start-up
-        env = dict(os.environ, LD_LIBRARY_PATH=f"{libdir}:{os.environ.get('LD_LIBRARY_PATH', '')}")
-        env.setdefault("ACC_DEVICE_TYPE", "nvidia")
-        os.execve(sys.executable, [sys.executable] + sys.argv, env)
-    gomp = load_runtime(libdir) if acc else None
+    gomp = bundle_runtime(runs[0][0].parent / "lib")     # before torch: see gpu_runtime.py
     import numpy as np
     import torch
     torch.cuda.init()

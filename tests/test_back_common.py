@@ -134,10 +134,8 @@ def inputs(prog: moac.Program, kern, sizes: dict, seed: int = 0) -> tuple[dict, 
 
 
 def tolerance(kern, sizes: dict) -> float:
-    """16·eps·√L, L the reduction length feeding one output element: the bound grows with
-    the reduction, it is not loosened globally."""
-    L = commands.reduction_length(kern.onf, sizes)
-    return 16 * commands.EPS[kern.signature.ctype] * float(np.sqrt(L))
+    """moac check's bound (commands.tolerance) for this kernel at these sizes."""
+    return commands.tolerance(kern.signature.ctype, commands.reduction_length(kern.onf, sizes))
 
 
 def assert_close(name: str, got: np.ndarray, ref, tol: float, floor: float = 0.0) -> None:
