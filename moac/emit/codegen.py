@@ -151,7 +151,8 @@ def _helpers32() -> tuple:
     return tuple(out)
 
 
-def _body(unit: CUnit, indent: int, kernels: tuple | None = None) -> str:
+def kernels_text(unit: CUnit, indent: int, kernels: tuple | None = None) -> str:
+    """The unit's kernels (or `kernels`) as C statements at `indent`, each under its comment."""
     lines: list[str] = []
     for k in unit.kernels if kernels is None else kernels:
         lines.append(f"{'    ' * indent}/* kernel {k.name}: {k.comment} */")
@@ -161,7 +162,8 @@ def _body(unit: CUnit, indent: int, kernels: tuple | None = None) -> str:
 
 
 def context(unit: CUnit, sig: Signature, target, helper_prefix: str | None = None) -> dict:
-    """The slots of a kernel file's template, shared by the C and the CUDA printers."""
+    """The slots of a kernel file's template shared by the C and the CUDA printers (each
+    prints the kernels, `body` and `body32`, its own way)."""
     from ..version import __version__
     dev_arrays = [dict(cname=p.cname, dname=f"{p.cname}d", bytes=f"sizeof({p.ctype}) * (size_t)({unit.sizes[p.name]})",
                        to=p.kind in ("input", "inout"), back=p.kind in ("inout", "output"))
@@ -181,8 +183,7 @@ def context(unit: CUnit, sig: Signature, target, helper_prefix: str | None = Non
         dev_arrays=dev_arrays, dev_args=dev_args, on_device=target.on_device,
         copy_to_device=target.copy_to_device, copy_from_device=target.copy_from_device,
         prologue=prologue, prologue_vars=[d.name for d in unit.prologue if isinstance(d, cir.Decl)],
-        body=_body(unit, 2 if unit.index_bits == 0 else 1), aligned=unit.aligned, dual=unit.index_bits == 0,
-        body32=_body(unit, 3, unit.kernels32) if unit.index_bits == 0 else "",
+        aligned=unit.aligned, dual=unit.index_bits == 0,
         narrow=([p.cname for p in sig.params if p.kind == "size"] + [d.name for d in unit.prologue
                                                                       if isinstance(d, cir.Decl)])
         if unit.index_bits in (0, 32) else [],
@@ -191,4 +192,6 @@ def context(unit: CUnit, sig: Signature, target, helper_prefix: str | None = Non
 
 
 def to_c(unit: CUnit, sig: Signature, target) -> str:
-    return template("kernel.c.j2").render(**context(unit, sig, target))
+    dual = unit.index_bits == 0          # the 32-bit kernels nest one block deeper (kernels.j2)
+    return template("kernel.c.j2").render(**context(unit, sig, target), body=kernels_text(unit, 2 if dual else 1),
+                                          body32=kernels_text(unit, 3, unit.kernels32) if dual else "")

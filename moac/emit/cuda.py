@@ -53,16 +53,20 @@ def _walk(x, fn):
             _walk(getattr(x, f.name), fn)
 
 
-def _uses(code) -> tuple[set, set, set]:
-    """(variables read, arrays touched, names declared) in a piece of cir."""
-    reads, arrays, decls = set(), set(), set()
+def _uses(code) -> tuple[set, set, set, set, set]:
+    """(variables read, arrays touched, names declared, arrays read in packed words, arrays
+    stored to) in a piece of cir."""
+    reads, arrays, decls, words, stored = set(), set(), set(), set(), set()
 
     def visit(n):
         match n:
             case cir.Var(name=v):
                 reads.add(v)
-            case cir.Load(array=a) | cir.Store(array=a):
+            case cir.Load(array=a):
                 arrays.add(a)
+            case cir.Store(array=a):
+                arrays.add(a)
+                stored.add(a)
             case cir.Decl(name=v):
                 decls.add(v)
             case cir.For(var=v):
@@ -71,8 +75,9 @@ def _uses(code) -> tuple[set, set, set]:
                 reads.add(v)
             case cir.Call(fn="moac_word", args=(cir.Var(name=a), _)):
                 arrays.add(a)
+                words.add(a)
     _walk(code, visit)
-    return reads, arrays, decls
+    return reads, arrays, decls, words, stored
 
 
 def _identity(op: str, ctype: str):
@@ -252,12 +257,13 @@ def _total(chain):
 
 def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict, scalar_types: dict,
           tag: str = "", warps: int = 1, shared: dict | None = None):
-    """C-unit kernels as host code (launches in place of the device regions) and the
-    regions themselves, named FNAME_KERNEL[TAG].  `array_types`: C name -> (element ctype,
+    """C-unit kernels as host code (CKernels whose code launches the device regions) and
+    the regions themselves, named FNAME_KERNEL[TAG].  `array_types`: C name -> (element ctype,
     read-only); `scalar_types`: host scalars in scope -> ctype; `itype`: index type."""
     regions: list[Region] = []
     warp: dict = {}
     comments: dict = {}
+    per_kernel: dict = {}        # kernel name -> regions named after it so far
 
     def region(name: str, code: tuple, chain) -> cir.Raw:
         lanes = _Lanes(ctype)
@@ -275,11 +281,7 @@ def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict,
             total = cir.Int(1)
             body = lanes.stmts(code)
         warp.update(lanes.warp)
-        reads, arrays, decls = _uses((body, total))
-        words = set()
-        _walk(body, lambda n: words.add(n.args[0].name) if isinstance(n, cir.Call) and n.fn == "moac_word" else None)
-        stored = set()
-        _walk(body, lambda n: stored.add(n.array) if isinstance(n, cir.Store) else None)
+        reads, arrays, decls, words, stored = _uses((body, total))
         if words & stored:
             raise RewriteError(f"{', '.join(sorted(words & stored))}: read in packed words and written in one kernel")
         on_chip = sorted(arrays & set(shared or {}))
@@ -308,11 +310,11 @@ def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict,
         return cir.Raw(f"if ({tot} > 0) {{\n" + "\n".join("    " + ln for ln in launch.splitlines()) + "\n}")
 
     def name_for(kname: str) -> str:
-        base = f"{fname}_{kname}"
-        taken = sum(1 for r in regions if r.name.startswith(base))
-        return base + (f"_{taken}" if taken else "") + tag
+        taken = per_kernel.get(kname, 0)
+        per_kernel[kname] = taken + 1
+        return f"{fname}_{kname}" + (f"_{taken}" if taken else "") + tag
 
-    def host(body, kname: str, scope: dict) -> tuple:
+    def host(body, kname: str) -> tuple:
         out = []
         for s in body:
             match s:
@@ -322,9 +324,9 @@ def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict,
                 case cir.Block(level="serial", body=b):
                     out.append(region(name_for(kname), b, None))
                 case cir.Block(body=b):
-                    out.append(dataclasses.replace(s, body=host(b, kname, dict(scope)), pragma=None))
+                    out.append(dataclasses.replace(s, body=host(b, kname), pragma=None))
                 case cir.If(then=t, other=o):
-                    out.append(dataclasses.replace(s, then=host(t, kname, dict(scope)), other=host(o, kname, dict(scope))))
+                    out.append(dataclasses.replace(s, then=host(t, kname), other=host(o, kname)))
                 case cir.Decl(ctype=t, name=n):
                     scalar_types[n] = t
                     out.append(s)
@@ -335,7 +337,7 @@ def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict,
     host_code = []
     for k in kernels:
         n = len(regions)
-        host_code.append((k, host(k.code, k.name, {})))
+        host_code.append(dataclasses.replace(k, code=host(k.code, k.name)))
         for r in regions[n:]:
             comments[r.name] = f"kernel {k.name}: {k.comment}" + (" (32-bit indices)" if itype == "int32_t" else "")
     return host_code, regions, warp, comments
@@ -353,7 +355,7 @@ def _cxx(params: str) -> str:
 def to_cuda(unit, sig, target) -> str:
     """The CUDA source of a C unit: one `__global__` function per device region, a device
     entry launching them on a stream, a host entry copying host arrays."""
-    from .codegen import OPTIONAL_HELPERS, context, template
+    from .codegen import OPTIONAL_HELPERS, context, kernels_text, template
     ctx = context(unit, sig, target, helper_prefix="__host__ __device__")
     arrays = {p.cname: (p.ctype, p.kind == "input") for p in sig.params if p.kind != "size"}
     arrays.update({s.cname: (unit.ctype, False) for s in unit.scratch + unit.shared})
@@ -370,11 +372,7 @@ def to_cuda(unit, sig, target) -> str:
         regions += rs
         warp.update(w)
         comments.update(cm)
-        lines: list[str] = []
-        for k, code in host_code:
-            lines.append(f"{'    ' * indent}/* kernel {k.name}: {k.comment} */")
-            lines += [ln.rstrip() for ln in cir.stmts(code, unit.ctype, indent=indent)]
-        bodies.append("\n".join(lines))
+        bodies.append(kernels_text(unit, indent, host_code))
     ctx.update(
         helpers=tuple(h for h in ctx["helpers"] if h != OPTIONAL_HELPERS["moac_word"]),
         device_helpers=((WORD_HELPER,) if "moac_word" in unit.helpers else ()) + tuple(warp.values()),
