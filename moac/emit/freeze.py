@@ -56,53 +56,59 @@ def freeze(e) -> object:
     if e.has(sp.zoo, sp.oo, -sp.oo, sp.nan):
         raise RewriteError("a size fixed at compile time divides an index expression by zero (it became "
                            f"{e}); give that size a positive value, or leave it to run time")
+    return _freeze(e)
+
+
+def _freeze(e) -> object:
+    """freeze, for an expression already checked to be finite (its subterms are too)."""
+    e = sp.sympify(e)
     if e.is_Integer:
         return cir.Int(int(e))
     if isinstance(e, sp.Symbol):
         return cir.Var(e.name if isinstance(e, sp.Dummy) else mangle(e.name))
     if isinstance(e, sp.Add):
         terms = sorted(e.args, key=lambda t: (t.is_Number, sp.default_sort_key(t)))
-        out = freeze(terms[0])
+        out = _freeze(terms[0])
         for t in terms[1:]:
             if t.is_Number and t < 0:
                 out = cir.Bin("-", out, cir.Int(int(-t)))
             elif isinstance(t, sp.Mul) and t.args[0].is_Number and t.args[0] < 0:
-                out = cir.Bin("-", out, freeze(-t))
+                out = cir.Bin("-", out, _freeze(-t))
             else:
-                out = cir.Bin("+", out, freeze(t))
+                out = cir.Bin("+", out, _freeze(t))
         return out
     if isinstance(e, sp.Mul):
         c, rest = e.as_coeff_Mul()
         if c == -1:
-            return cir.Neg(freeze(rest))
+            return cir.Neg(_freeze(rest))
         factors = sorted(sp.Mul.make_args(e), key=lambda t: (not t.is_Number, sp.default_sort_key(t)))
-        out = freeze(factors[0])
+        out = _freeze(factors[0])
         for f in factors[1:]:
-            out = cir.Bin("*", out, freeze(f))
+            out = cir.Bin("*", out, _freeze(f))
         return out
     if isinstance(e, sp.Pow) and e.exp.is_Integer and e.exp > 0:
-        out = freeze(e.base)
+        out = _freeze(e.base)
         for _ in range(int(e.exp) - 1):
-            out = cir.Bin("*", out, freeze(e.base))
+            out = cir.Bin("*", out, _freeze(e.base))
         return out
     if isinstance(e, sp.floor):
         num, den = sp.fraction(sp.together(e.args[0]))
         if num.is_nonnegative and den.is_nonnegative and den != 0:   # C truncation is the floor here
-            return cir.Bin("/", freeze(num), freeze(den))
-        return cir.Call("moac_floordiv", (freeze(num), freeze(den)))
+            return cir.Bin("/", _freeze(num), _freeze(den))
+        return cir.Call("moac_floordiv", (_freeze(num), _freeze(den)))
     if isinstance(e, sp.ceiling):
         num, den = sp.fraction(sp.together(e.args[0]))
-        return cir.Call("moac_ceildiv", (freeze(num), freeze(den)))
+        return cir.Call("moac_ceildiv", (_freeze(num), _freeze(den)))
     if isinstance(e, sp.Mod):
         if e.args[0].is_nonnegative and e.args[1].is_nonnegative and e.args[1] != 0:
-            return cir.Bin("%", freeze(e.args[0]), freeze(e.args[1]))
-        return cir.Call("moac_mod", (freeze(e.args[0]), freeze(e.args[1])))
+            return cir.Bin("%", _freeze(e.args[0]), _freeze(e.args[1]))
+        return cir.Call("moac_mod", (_freeze(e.args[0]), _freeze(e.args[1])))
     if isinstance(e, (sp.Max, sp.Min)):
         fn = "moac_imax" if isinstance(e, sp.Max) else "moac_imin"
         args = list(e.args)
-        out = freeze(args[0])
+        out = _freeze(args[0])
         for a in args[1:]:
-            out = cir.Call(fn, (out, freeze(a)))
+            out = cir.Call(fn, (out, _freeze(a)))
         return out
     raise RewriteError(f"cannot generate C for the index expression {e}")
 
