@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 from pathlib import Path
 
@@ -17,11 +18,15 @@ from .front import interp, lower, syntax
 from .options import Options
 
 
-def too_deep(source: Source) -> MoacError:
-    """The error for a program nested deeper than moac's recursive stages go (hundreds of
-    operators in one expression): a user-facing error, not an internal one."""
-    return MoacError("the program nests its expressions too deeply for moac (an operator chain of several "
-                     "hundred levels); name intermediate results to split it", source=source)
+@contextlib.contextmanager
+def _not_too_deep(source: Source):
+    """A program nested deeper than moac's recursive stages go (hundreds of operators in one
+    expression) is a user-facing error, not an internal one."""
+    try:
+        yield
+    except RecursionError:
+        raise MoacError("the program nests its expressions too deeply for moac (an operator chain of several "
+                        "hundred levels); name intermediate results to split it", source=source) from None
 
 
 class Program:
@@ -29,20 +34,16 @@ class Program:
 
     def __init__(self, text: str, filename: str = "<input>"):
         self.source = Source(text, filename)
-        try:
+        with _not_too_deep(self.source):
             self.module = syntax.parse(text, filename, lower.prelude_fnames())          # stage 1: text -> AST
             self.core = lower.to_core(self.module, self.source)     # stage 2: AST -> core + shapes
-        except RecursionError:
-            raise too_deep(self.source) from None
         self.artifacts: dict = {}                                   # Options -> Artifacts (stages 4-5)
         self.kernels: dict = {}                                     # (Options, build options) -> Kernel
 
     @functools.cached_property
     def _dnf(self) -> dnf.DNF:
-        try:
+        with _not_too_deep(self.source):
             return dnf.to_dnf(self.core)                            # stage 3: core -> DNF
-        except RecursionError:
-            raise too_deep(self.source) from None
 
     def dnf(self) -> dnf.DNF:
         return self._dnf
@@ -51,10 +52,8 @@ class Program:
         """Stages 4 and 5 for these options (cached: every intermediate is kept)."""
         if opts not in self.artifacts:
             dnf_ = self._dnf
-            try:
+            with _not_too_deep(self.source):
                 self.artifacts[opts] = driver.lower(dnf_, opts)
-            except RecursionError:
-                raise too_deep(self.source) from None
         return self.artifacts[opts]
 
     def onf(self, **options):

@@ -234,8 +234,8 @@ class _Freezer:
         return tuple(out)
 
     def unpack(self, st: Unpack) -> list:
-        self.aligned.add(mangle(st.array))
         """Whole 8-byte words, each split into its elements (bf16/f16 widened, f32 by bits)."""
+        self.aligned.add(mangle(st.array))
         buf = self.bufs[st.array]
         esize = BYTES[buf.dtype]
         per = WORD // esize
