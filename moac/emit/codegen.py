@@ -16,6 +16,7 @@ from pathlib import Path
 import jinja2
 
 from ..dtypes import CTYPE
+from ..schedule.choices import CHUNK, CHUNKS_PER_FRAME, MIN_CHUNK
 from . import cir
 from .freeze import INT_HELPERS, CUnit, mangle
 
@@ -47,14 +48,15 @@ HELPERS = (
 
 
 def chunk_helper(gangs: int) -> str:
-    """moac_chunk (moac.schedule.choices.chunk_size) for a target aiming at `gangs` gangs."""
-    return ("/* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that\n"
-            " * keeps at most 1024 chunks per frame (the combine folds them with lanes over the chunks)\n"
+    """moac_chunk, moac.schedule.choices.chunk_size in C, for a target aiming at `gangs` gangs."""
+    lo, hi, per = MIN_CHUNK, CHUNK, CHUNKS_PER_FRAME
+    return (f"/* tokens per gang for the split-K plan: the smallest power of two in {lo} ... {hi} that\n"
+            f" * keeps at most {per} chunks per frame (the combine folds them with lanes over the chunks)\n"
             f" * and about {gangs} gangs in all (this target's choice) */\n"
             "static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {\n"
-            f"    int64_t by_chunks = (tokens + 1023) / 1024, by_gangs = (tokens * frames + {gangs - 1}) / {gangs};\n"
-            "    int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = 16;\n"
-            "    while (c < want && c < 1024) c *= 2;\n"
+            f"    int64_t by_chunks = (tokens + {per - 1}) / {per}, by_gangs = (tokens * frames + {gangs - 1}) / {gangs};\n"
+            f"    int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = {lo};\n"
+            f"    while (c < want && c < {hi}) c *= 2;\n"
             "    return c;\n"
             "}")
 

@@ -4,6 +4,7 @@ the kernel (moac.emit.codegen.HELPERS)."""
 from __future__ import annotations
 
 CHUNK = 1024         # the most tokens per gang in the split-K lifting
+MIN_CHUNK = 16       # the fewest
 
 
 CHUNKS_PER_FRAME = 1024   # the most chunks of one frame the combine merges
@@ -17,7 +18,7 @@ def chunk_size(tokens: int, frames: int, gangs: int = GANGS) -> int:
     and shared-KV cases showed; the combine folds a frame's chunks with lanes over them,
     so its cost grows with ⌈chunks/32⌉)."""
     want = max((tokens + CHUNKS_PER_FRAME - 1) // CHUNKS_PER_FRAME, (tokens * frames + gangs - 1) // gangs)
-    c = 16
+    c = MIN_CHUNK
     while c < want and c < CHUNK:
         c *= 2
     return c

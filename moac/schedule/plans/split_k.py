@@ -16,7 +16,7 @@ import sympy as sp
 from ...dnf import fmt_index, reads
 from ..index import internal
 from ..ir import Choice, Const, Guard, Kernel, LetIndex, Lift, Local, Loop, Op, Read, Select, Serial, Store
-from ..choices import CHUNK, CHUNKS_PER_FRAME
+from ..choices import CHUNK, CHUNKS_PER_FRAME, MIN_CHUNK
 from ..lower import Names, logical, read
 from ..monoids import lse_fold_lanes
 from . import generic
@@ -99,7 +99,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     gang_frames = sp.cancel(fsize / grp[1]) if grp is not None else fsize     # gangs per chunk index
     ctx.choices.append(Choice(C, "moac_chunk", (N, gang_frames)))
     ctx.notes.append(f"chunk = moac_chunk({fmt_index(N)}, {fmt_index(gang_frames)}): tokens per gang, a power of two "
-                     f"in 16 … {CHUNK} chosen at run time: at most {CHUNKS_PER_FRAME} chunks per frame, about the target's "
+                     f"in {MIN_CHUNK} … {CHUNK} chosen at run time: at most {CHUNKS_PER_FRAME} chunks per frame, about the target's "
                      f"gang count in all ({fmt_index(gang_frames)} gangs per chunk index)")
     ctx.add_buffer(at.out.name, "output", ctx.spec(tuple(at.out.shape)))
     ctx.add_buffer("@m_part", "scratch", frame_ext + (G,))
