@@ -64,14 +64,17 @@ class Program:
     def c_source(self, **options) -> str:
         return self.lower(Options.make(**options)).c_source
 
-    def compile(self, cc: str | None = None, werror: bool = False, extra_flags: tuple = (), **options):
-        """Build and load the kernel for these options (cached like every stage)."""
+    def compile(self, cc: str | None = None, werror: bool = False, extra_flags: tuple = (),
+                native: bool | None = None, **options):
+        """Build and load the kernel for these options (cached like every stage); `native`:
+        build for this machine's CPU where the target has flags for it (openmp: -march=native;
+        None: on unless MOAC_NATIVE=0)."""
         from .jit import build
         opts = Options.make(**options)
-        key = (opts, cc, werror, tuple(extra_flags))
+        key = (opts, cc, werror, tuple(extra_flags), native)
         if key not in self.kernels:
             self.kernels[key] = build.build(self.lower(opts), cc=cc, werror=werror,
-                                            extra_flags=tuple(extra_flags))               # stage 6: C -> kernel
+                                            extra_flags=tuple(extra_flags), native=native)  # stage 6: C -> kernel
         return self.kernels[key]
 
     def evaluate(self, sizes: dict | None = None, **arrays) -> dict:

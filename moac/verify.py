@@ -14,7 +14,7 @@ import dataclasses
 import sympy as sp
 
 from .emit import cir
-from .schedule.ir import Guard, Let, LetIndex, Loop, Schedule, Scope, Serial, Set, Store, Unpack, expr_reads
+from .schedule.ir import Guard, Let, LetIndex, Loop, Schedule, Scope, Serial, Set, Store, Unpack, expr_reads, Prefetch
 
 
 def _fail(where: str, what: str):
@@ -51,6 +51,9 @@ def verify_schedule(s: Schedule) -> None:
                         expr(v, bound, where)
                 case Unpack():
                     access(st, bound, where)
+                case Prefetch(index=idx):
+                    for i in idx:
+                        check_syms(i, bound, where)
                 case LetIndex(var=v, value=x):
                     check_syms(x, bound, where)
                     bound.add(v)

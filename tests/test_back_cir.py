@@ -276,11 +276,13 @@ def test_openacc_pragmas_exact():
 
 def test_openmp_pragmas_exact():
     t = get_target("openmp")
-    assert t.cflags == ("-fopenmp",)
+    assert t.cflags == ("-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fassociative-math", "-fno-signed-zeros")
+    assert "-ffinite-math-only" not in t.cflags and "-ffast-math" not in t.cflags   # NaN and ±inf keep their meaning
+    assert t.native_flags == ("-march=native",) and t.lanes == "simd"
     assert t.gang_pragma(1, ("ignored",)) == "#pragma omp parallel for schedule(static)"
     assert t.gang_pragma(2, ()) == "#pragma omp parallel for collapse(2) schedule(static)"
-    assert t.vector_pragma() is None
-    assert t.vector_pragma((("add", ("acc1",)),)) is None
+    assert t.vector_pragma() == "#pragma omp simd"
+    assert t.vector_pragma((("add", ("acc1",)),)) is None      # reassociated by the compiler
     assert t.seq is None and t.serial_pragma(("x",)) is None
     assert not t.device_entry
 

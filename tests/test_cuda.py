@@ -57,7 +57,7 @@ def test_max_reduction_starts_other_lanes_at_minus_infinity():
 def test_collapsed_gang_loops_become_one_grid_stride_loop():
     src = example("decode_mha").c_source(target="cuda")
     assert "__global__ void __launch_bounds__(32) moac_decode_mha_k1_partials(" in src
-    assert "for (int64_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv(n_, chunk) * B_ * h_; moac_gid += gridDim.x)" in src
+    assert "for (int64_t moac_gid = blockIdx.x; moac_gid < (n_ / chunk + (n_ % chunk != 0)) * B_ * h_; moac_gid += gridDim.x)" in src
     assert "const int64_t i_ = moac_gid % h_;" in src
     assert "moac_decode_mha_k1_partials<<<" in src and ", 32, 0, moac_stream>>>(" in src      # the combine
     # the partials keep their chunk's scores in shared memory, sized by the chunk at launch

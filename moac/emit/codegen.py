@@ -46,6 +46,15 @@ HELPERS = (
     "}",
 )
 
+# for targets whose lanes are SIMD slots: libmvec's vector exp2f (glibc 2.35 on, x86-64),
+# which glibc's headers declare only under -ffast-math; a loop of SIMD lanes over exp then
+# calls it, with no other fast-math assumption
+SIMD_MATH = (
+    "/* SIMD lanes call libmvec's vector exp2f (declared by glibc only under -ffast-math) */\n"
+    "#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))\n"
+    "float exp2f(float) __attribute__((simd(\"notinbranch\")));\n"
+    "#endif")
+
 
 def chunk_helper(gangs: int) -> str:
     """moac_chunk, moac.schedule.choices.chunk_size in C, for a target aiming at `gangs` gangs."""
@@ -86,6 +95,7 @@ class Signature:
     fname: str
     params: tuple
     ctype: str
+    workspace: bool = False      # a host entry `fname_with_workspace(…, void *workspace)` exists too
 
     def c_params(self) -> str:
         out = []
@@ -100,7 +110,12 @@ class Signature:
 
     def cdef(self) -> str:
         params = re.sub(r"\brestrict\b ?", "", self.c_params())
-        return f"int {self.fname}({params});"
+        out = f"int {self.fname}({params});"
+        if self.workspace:
+            sizes = ", ".join(f"int64_t {p.cname}" for p in self.params if p.kind == "size") or "void"
+            out += (f"\nint {self.fname}_with_workspace({params}, void *workspace);"
+                    f"\nsize_t {self.fname}_workspace_bytes({sizes});")
+        return out
 
 
 def function_name(filename: str) -> str:
@@ -124,7 +139,9 @@ def signature(s) -> Signature:
         params.append(Param(name, mangle(name), "output", ctype, bufs[name].shape))
     for p in s.params:
         params.append(Param(p, mangle(p), "size", "int64_t"))
-    return Signature(function_name(prog.source.filename), tuple(params), ctype)
+    from ..targets import get_target
+    return Signature(function_name(prog.source.filename), tuple(params), ctype,
+                     workspace=not get_target(s.target).device_entry)
 
 
 def _template_text(name: str) -> str:
@@ -174,7 +191,7 @@ def context(unit: CUnit, sig: Signature, target, helper_prefix: str | None = Non
     prologue = "\n".join(cir.stmts(unit.prologue, unit.ctype, indent=1))
     return dict(
         version=__version__, filename=unit.filename, target=unit.target, plan=unit.plan,
-        summary=unit.summary, device_entry=target.device_entry, helpers=HELPERS + (chunk_helper(target.gangs),) + (_helpers32() if unit.index_bits in (0, 32) else ())
+        summary=unit.summary, device_entry=target.device_entry, helpers=HELPERS + ((SIMD_MATH,) if target.lanes == "simd" else ()) + (chunk_helper(target.gangs),) + (_helpers32() if unit.index_bits in (0, 32) else ())
         + tuple(OPTIONAL_HELPERS[h] for h in unit.helpers), helper_prefix=helper_prefix or target.helper_prefix,
         model_macro=target.model_macro, header=target.header, device_malloc=target.device_malloc,
         device_free=target.device_free,

@@ -17,7 +17,7 @@ from ..errors import RewriteError
 from ..dtypes import BYTES
 from ..schedule.index import gamma
 from ..schedule.ir import (Const, Guard, IndexValue, Let, LetIndex, Local, Loop, Op, Read, Schedule, Scope,
-                           Select, Serial, Set, Store, Unpack, expr_reads)
+                           Select, Serial, Set, Store, Unpack, expr_reads, Prefetch)
 from ..schedule.packing import WORD
 from . import cir
 
@@ -98,6 +98,9 @@ def _freeze(e) -> object:
         return cir.Call("moac_floordiv", (_freeze(num), _freeze(den)))
     if isinstance(e, sp.ceiling):
         num, den = sp.fraction(sp.together(e.args[0]))
+        if num.is_nonnegative and den.is_nonnegative and den != 0:     # no branch (a vectorised loop keeps plain loads)
+            n, d = _freeze(num), _freeze(den)
+            return cir.Bin("+", cir.Bin("/", n, d), cir.Bin("!=", cir.Bin("%", n, d), cir.Int(0)))
         return cir.Call("moac_ceildiv", (_freeze(num), _freeze(den)))
     if isinstance(e, sp.Mod):
         if e.args[0].is_nonnegative and e.args[1].is_nonnegative and e.args[1] != 0:
@@ -265,6 +268,13 @@ class _Freezer:
                 return cir.Assign(n, self.expr(v))
             case Unpack():
                 return self.unpack(st)
+            case Prefetch(array=a, index=idx, nbytes=nb):
+                if self.t.prefetch is None:
+                    return []
+                at = cir.expr(self._at(self.bufs[a], idx), self.ctype)
+                hint = self.t.prefetch.format(addr=f"(const char *)&{mangle(a)}[{at}] + moac_pf")
+                return cir.Raw(f"for (int moac_pf = 0; moac_pf < {nb}; moac_pf += 64)   /* prefetch {nb} bytes */\n"
+                               f"    {hint};")
             case Store(array=a, index=idx, value=v):
                 return cir.Store(mangle(a), self._at(self.bufs[a], idx), self.expr(v))
             case Guard(cond=c, then=t, other=o):

@@ -41,14 +41,28 @@ def compiler_version(cc: str) -> str:
     return r.stdout.splitlines()[0] if r.stdout else cc
 
 
-def compile_flags(target: str, offload: str = "none", werror: bool = False) -> list[str]:
+def compile_flags(target: str, offload: str = "none", werror: bool = False, native: bool = False) -> list[str]:
     """The gcc flags for a target: the common ones and the target's own (a device build
-    for `offload` takes the target's complete offload flag list)."""
+    for `offload` takes the target's complete offload flag list); `native` adds the
+    target's flags for this machine's CPU to a host build (in-process builds only)."""
     base = get_target(target).base_flags
     flags = target_flags(target, offload) if offload != "none" else list(base) + target_flags(target)
+    if native and offload == "none":
+        flags += list(get_target(target).native_flags)
     if werror:
         flags += list(get_target(target).werror_flags)
     return flags
+
+
+@functools.cache
+def native_arch(cc: str) -> str:
+    """What -march=native means for `cc` on this machine (part of the cache key, so a cache
+    shared between machines never hands one CPU's build to another)."""
+    try:
+        r = subprocess.run([cc, "-march=native", "-Q", "--help=target"], capture_output=True, text=True, check=False)
+    except OSError:
+        return "unknown"
+    return " ".join(ln.split()[-1] for ln in r.stdout.splitlines() if ln.strip().startswith(("-march=", "-mtune=")))
 
 
 def write_atomic(path: str | Path, text: str) -> None:
@@ -73,8 +87,9 @@ def build_library(c_source: str, flags: list[str], cc: str = "gcc") -> Path:
     """Compile C source into a shared library in the cache; return its path."""
     from ..version import __version__
     argv_tail = list(flags) + ["-lm"]
+    native = native_arch(cc) if "-march=native" in flags else ""
     key = hashlib.sha256("\0".join([c_source, " ".join([cc] + argv_tail), compiler_version(cc),
-                                    __version__]).encode()).hexdigest()[:24]
+                                    __version__] + ([native] if native else [])).encode()).hexdigest()[:24]
     root = cache_dir()
     lib = root / f"moac_{key}.so"
     if lib.exists():
@@ -97,13 +112,18 @@ def build_library(c_source: str, flags: list[str], cc: str = "gcc") -> Path:
     return lib
 
 
-def build(art, cc: str | None = None, werror: bool = False, extra_flags: tuple = ()) -> Kernel:
+def build(art, cc: str | None = None, werror: bool = False, extra_flags: tuple = (),
+          native: bool | None = None) -> Kernel:
     """Build the C source of a lowering (moac.driver.Artifacts) and load it (`cc`: the
-    compiler; None is the target's, gcc or nvcc)."""
+    compiler; None is the target's, gcc or nvcc; `native`: the target's flags for this
+    machine's CPU, as a library built and loaded in this process can use them; None:
+    on unless the environment sets MOAC_NATIVE=0)."""
+    if native is None:
+        native = os.environ.get("MOAC_NATIVE", "1") != "0"
     cc = cc or get_target(art.options.target).compiler
     if shutil.which(cc) is None and not os.path.exists(cc):
         raise BuildError(f"C compiler {cc!r} not found", [cc], "", "")
-    flags = compile_flags(art.options.target, werror=werror) + list(extra_flags)
+    flags = compile_flags(art.options.target, werror=werror, native=native) + list(extra_flags)
     lib = build_library(art.c_source, flags, cc)
     aligned = tuple(p.name for p in art.signature.params if p.cname in art.cunit.aligned)
     return Kernel(art.onf, art.c_source, lib, art.signature, flags, aligned)

@@ -5,6 +5,7 @@ a call checks dtype, layout and shapes (moac.jit.binding, no sympy) before any C
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +56,20 @@ class Kernel:
         self._size_names = set(prog.size_names())
         self._updated = {u for u, _ in prog.updates}
         self._params = [(p.kind, p.name, f"{p.ctype} *", NP_DTYPE.get(p.ctype)) for p in self.signature.params]
+        if self.signature.workspace:       # scratch from a per-thread buffer kept between calls
+            self._fn = getattr(self._lib, f"{self.signature.fname}_with_workspace")
+            self._ws_bytes = getattr(self._lib, f"{self.signature.fname}_workspace_bytes")
+            self._ws = threading.local()
+
+    def _workspace(self, size_args: list):
+        """A pointer to at least the scratch these sizes need, 64-byte aligned: this
+        thread's buffer, grown when too small (calls from several threads never share one)."""
+        need = int(self._ws_bytes(*size_args))
+        buf = getattr(self._ws, "buf", None)
+        if buf is None or buf.size < need + 64:
+            buf = self._ws.buf = np.empty(need + 64, np.uint8)
+        addr = buf.ctypes.data
+        return self._ffi.cast("void *", addr + (-addr) % 64)
 
     def _bind(self, args: dict) -> dict:
         """Check the arguments and bind every size (no sympy: see moac/jit/binding.py)."""
@@ -115,6 +130,8 @@ class Kernel:
             if arrays[name].ctypes.data % 8:
                 raise ArgumentError(f"input '{name}' must start at an 8-byte aligned address: the kernel reads it in "
                                     "packed 8-byte words (pass a copy of an offset view)")
+        if self.signature.workspace:
+            args.append(self._workspace([sizes[p.name] for p in self.signature.params if p.kind == "size"]))
         rc = self._fn(*args)
         if rc == 5:
             raise DeviceError(f"{self.signature.fname}: the kernel runs on an NVIDIA GPU and this machine shows "

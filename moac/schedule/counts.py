@@ -18,7 +18,7 @@ from .. import ops
 from ..dtypes import BYTES as DTYPE_BYTES
 from ..front.sizes import resolve
 from .index import footprint, gamma, gamma_text, lane_diff, narrow_update, needed_reads, size_key, verdict
-from .ir import Guard, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, Unpack, expr_reads
+from .ir import Guard, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, Unpack, expr_reads, Prefetch
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +120,7 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
                 case Let(value=v) | Set(value=v):
                     if v is not None:
                         expr(v, trip, lanes, ext)
-                case LetIndex():
+                case LetIndex() | Prefetch():
                     pass
                 case Unpack():
                     access(st, False, lanes, ext, st.width)

@@ -108,6 +108,16 @@ class Unpack:
 
 
 @dataclass(frozen=True, slots=True)
+class Prefetch:
+    """A hint that `nbytes` bytes of buffer from buffer[index] on are read soon (a token
+    loop a distance ahead of its rows, on targets whose hardware gains from it).  It
+    moves no value, so the counts ignore it."""
+    array: str
+    index: tuple
+    nbytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class LetIndex:
     """An integer local: a lifted variable's value (l = g·chunk + c), a span."""
     var: sp.Symbol

@@ -39,6 +39,8 @@ def plan_packing(ctx, body, var, extent, opts):
     """(w, R) for lifting `var` of `body`, or a reason (str) why its loads are not packed."""
     if opts.pack == "none":
         return "packing off (--pack none)"
+    if ctx.target.lanes == "simd":
+        return "the target's lanes are SIMD slots: contiguous elements vectorise without packed words"
     n = sp.sympify(extent)
     if not n.is_Integer:
         return f"the extent {n} of {var.name} is not fixed at compile time"

@@ -32,11 +32,15 @@ class Target:
     host_only_flags: tuple = ()        # added to host builds (e.g. disabling offload)
     offload: dict | None = None        # offload name -> full flag list for a device build
     vector_length: int = 32
+    prefetch: str | None = None        # a prefetch hint for the address {addr} (Schedule Prefetch statements)
+    lanes: str = "threads"             # a vector lane: a thread of a warp that runs its own loops (GPUs), or
+                                       # "simd", a slot of a SIMD register: lane loops go innermost (CPUs)
     lower: object = None               # optional C IR -> C IR hook (a function of kernels)
     printer: str = "c"                 # which printer writes its source (moac.driver.PRINTERS)
     compiler: str = "gcc"              # the compiler of its builds
     base_flags: tuple = ("-O3", "-std=gnu11", "-fPIC", "-shared")   # every host build's
     werror_flags: tuple = ("-Wall", "-Werror")                      # warnings are errors
+    native_flags: tuple = ()           # added to in-process (JIT) host builds: code for this machine's CPU
     suffix: str = ".c"                 # its source files' suffix
     runtime_libs: tuple = ()           # shared libraries a device bundle carries (found by gcc)
     stream: bool = False               # the device entry takes a stream after its workspace

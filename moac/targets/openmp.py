@@ -1,10 +1,21 @@
-"""C with OpenMP for CPU multicore: gangs become threads; lanes and seq loops are left to
-the compiler."""
+"""C with OpenMP for CPU multicore: gangs become threads, vector lanes SIMD slots
+(`omp simd`, reductions reassociated across the slots as the pragma allows); the
+split-K plan puts lane loops innermost for them (moac.schedule.plans.split_k_passes)."""
 from .base import Target
 
 TARGET = Target(
     name="openmp",
     description="C with OpenMP pragmas for CPU multicore (gcc -fopenmp)",
-    cflags=("-fopenmp",),
+    # the fast-math parts its lanes need and no more: reductions over SIMD lanes vectorise
+    # only where the compiler may reassociate them (GCC's `omp simd reduction` sums the
+    # lanes one by one at every exit); no finite-math assumption, so NaN and ±inf keep
+    # their meaning, and no reciprocal rewrites
+    cflags=("-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fassociative-math", "-fno-signed-zeros"),
     gang="#pragma omp parallel for{collapse} schedule(static)",
+    vector="#pragma omp simd",
+    vector_reduce=None,     # reassociated by the compiler (cflags), not by `omp simd reduction`
+    native_flags=("-march=native",),   # JIT builds use the machine's SIMD width; written C stays portable
+    lanes="simd",
+    prefetch="__builtin_prefetch({addr})",
+    gangs=256,          # a few per thread of a large host: chunks of up to 1024 tokens
 )

@@ -65,7 +65,7 @@ extern "C" size_t moac_attention_forward_workspace_bytes(int64_t m_, int64_t n_,
 {
     int64_t chunk = moac_chunk(n_, m_);
     (void)chunk;
-    return ((sizeof(float) * (size_t)(m_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(m_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(dv_ * m_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256);
+    return ((sizeof(float) * (size_t)(m_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(m_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(dv_ * m_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256);
 }
 
 /* 1 if every buffer has fewer than 2^31 elements: the kernels index with 32-bit integers. */
@@ -73,7 +73,7 @@ static int moac_attention_forward_fits32(int64_t m_, int64_t n_, int64_t dk_, in
 {
     int64_t chunk = moac_chunk(n_, m_);
     (void)chunk;
-    return (int64_t)(dk_ * m_) < INT32_MAX && (int64_t)(dk_ * n_) < INT32_MAX && (int64_t)(dv_ * n_) < INT32_MAX && (int64_t)(dv_ * m_) < INT32_MAX && (int64_t)(m_ * moac_ceildiv(n_, chunk)) < INT32_MAX && (int64_t)(m_ * moac_ceildiv(n_, chunk)) < INT32_MAX && (int64_t)(dv_ * m_ * moac_ceildiv(n_, chunk)) < INT32_MAX && (int64_t)(chunk * m_ * moac_ceildiv(n_, chunk)) < INT32_MAX && 1;
+    return (int64_t)(dk_ * m_) < INT32_MAX && (int64_t)(dk_ * n_) < INT32_MAX && (int64_t)(dv_ * n_) < INT32_MAX && (int64_t)(dv_ * m_) < INT32_MAX && (int64_t)(m_ * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && (int64_t)(m_ * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && (int64_t)(dv_ * m_ * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && (int64_t)(chunk * m_ * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && 1;
 }
 
 /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(32) moac_attention_forward_k1_partials(const f
     const int moac_lane = threadIdx.x;
     extern __shared__ float moac_smem_float[];
     float *moac_p = moac_smem_float;   /* this gang's tile, in shared memory */
-    for (int64_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv(n_, chunk) * m_; moac_gid += gridDim.x) {  /* one block per gang iteration: g, i_ */
+    for (int64_t moac_gid = blockIdx.x; moac_gid < (n_ / chunk + (n_ % chunk != 0)) * m_; moac_gid += gridDim.x) {  /* one block per gang iteration: g, i_ */
         const int64_t g = moac_gid / m_;
         const int64_t i_ = moac_gid % m_;
         int64_t cn = moac_imin(chunk, n_ - chunk * g);
@@ -176,11 +176,11 @@ __global__ void __launch_bounds__(32) moac_attention_forward_k1_partials(const f
                 float w = V_[l_ * dv_ + d_];
                 o = o + moac_p[l_ - chunk * g] * w;
             }
-            moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + d_] = o;
+            moac_o_part[i_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + d_] = o;
         }
         __syncwarp();
-        moac_m_part[i_ * moac_ceildiv(n_, chunk) + g] = mg;
-        moac_z_part[i_ * moac_ceildiv(n_, chunk) + g] = zg;
+        moac_m_part[i_ * (n_ / chunk + (n_ % chunk != 0)) + g] = mg;
+        moac_z_part[i_ * (n_ / chunk + (n_ % chunk != 0)) + g] = zg;
     }
 }
 
@@ -188,16 +188,16 @@ __global__ void __launch_bounds__(32) moac_attention_forward_k1_partials(const f
 __global__ void __launch_bounds__(32) moac_attention_forward_k2_combine(float *__restrict__ moac_m_part, float *__restrict__ moac_o_part, float *__restrict__ moac_z_part, float *__restrict__ out_, int64_t chunk, int64_t dv_, int64_t m_, int64_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < m_ * moac_ceildiv(dv_, 8); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, db */
-        const int64_t i_ = moac_gid / moac_ceildiv(dv_, 8);
-        const int64_t db = moac_gid % moac_ceildiv(dv_, 8);
+    for (int64_t moac_gid = blockIdx.x; moac_gid < m_ * (dv_ / 8 + (dv_ % 8 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, db */
+        const int64_t i_ = moac_gid / (dv_ / 8 + (dv_ % 8 != 0));
+        const int64_t db = moac_gid % (dv_ / 8 + (dv_ % 8 != 0));
         float M = -INFINITY;
         if (moac_lane != 0) {
             M = -INFINITY;
         }
         #pragma unroll 4
-        for (int64_t g = moac_lane; g < moac_ceildiv(n_, chunk); g += 32) {  /* global maximum M = max_g m_g */
-            M = fmaxf(M, moac_m_part[i_ * moac_ceildiv(n_, chunk) + g]);
+        for (int64_t g = moac_lane; g < n_ / chunk + (n_ % chunk != 0); g += 32) {  /* global maximum M = max_g m_g */
+            M = fmaxf(M, moac_m_part[i_ * (n_ / chunk + (n_ % chunk != 0)) + g]);
         }
         M = moac_warp_max_f32(M);
         __syncwarp();
@@ -222,32 +222,32 @@ __global__ void __launch_bounds__(32) moac_attention_forward_k2_combine(float *_
             o7 = 0.0f;
         }
         #pragma unroll 4
-        for (int64_t g = moac_lane; g < moac_ceildiv(n_, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
-            float e = moac_expf(moac_m_part[i_ * moac_ceildiv(n_, chunk) + g] - M);
-            Z = Z + e * moac_z_part[i_ * moac_ceildiv(n_, chunk) + g];
+        for (int64_t g = moac_lane; g < n_ / chunk + (n_ % chunk != 0); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+            float e = moac_expf(moac_m_part[i_ * (n_ / chunk + (n_ % chunk != 0)) + g] - M);
+            Z = Z + e * moac_z_part[i_ * (n_ / chunk + (n_ % chunk != 0)) + g];
             if (8 * db < dv_) {
-                o0 = o0 + e * moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + 8 * db];
+                o0 = o0 + e * moac_o_part[i_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + 8 * db];
             }
             if (8 * db + 1 < dv_) {
-                o1 = o1 + e * moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 1)];
+                o1 = o1 + e * moac_o_part[i_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 1)];
             }
             if (8 * db + 2 < dv_) {
-                o2 = o2 + e * moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 2)];
+                o2 = o2 + e * moac_o_part[i_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 2)];
             }
             if (8 * db + 3 < dv_) {
-                o3 = o3 + e * moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 3)];
+                o3 = o3 + e * moac_o_part[i_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 3)];
             }
             if (8 * db + 4 < dv_) {
-                o4 = o4 + e * moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 4)];
+                o4 = o4 + e * moac_o_part[i_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 4)];
             }
             if (8 * db + 5 < dv_) {
-                o5 = o5 + e * moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 5)];
+                o5 = o5 + e * moac_o_part[i_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 5)];
             }
             if (8 * db + 6 < dv_) {
-                o6 = o6 + e * moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 6)];
+                o6 = o6 + e * moac_o_part[i_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 6)];
             }
             if (8 * db + 7 < dv_) {
-                o7 = o7 + e * moac_o_part[i_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 7)];
+                o7 = o7 + e * moac_o_part[i_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 7)];
             }
         }
         /* 9 accumulators reduced across the warp: 16 exchanges, 9 broadcasts */
@@ -324,7 +324,7 @@ __global__ void __launch_bounds__(32) moac_attention_forward_k1_partials_i32(con
     const int moac_lane = threadIdx.x;
     extern __shared__ float moac_smem_float[];
     float *moac_p = moac_smem_float;   /* this gang's tile, in shared memory */
-    for (int32_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv32(n_, chunk) * m_; moac_gid += gridDim.x) {  /* one block per gang iteration: g, i_ */
+    for (int32_t moac_gid = blockIdx.x; moac_gid < (n_ / chunk + (n_ % chunk != 0)) * m_; moac_gid += gridDim.x) {  /* one block per gang iteration: g, i_ */
         const int32_t g = moac_gid / m_;
         const int32_t i_ = moac_gid % m_;
         int32_t cn = moac_imin32(chunk, n_ - chunk * g);
@@ -418,11 +418,11 @@ __global__ void __launch_bounds__(32) moac_attention_forward_k1_partials_i32(con
                 float w = V_[l_ * dv_ + d_];
                 o = o + moac_p[l_ - chunk * g] * w;
             }
-            moac_o_part[i_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + d_] = o;
+            moac_o_part[i_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + d_] = o;
         }
         __syncwarp();
-        moac_m_part[i_ * moac_ceildiv32(n_, chunk) + g] = mg;
-        moac_z_part[i_ * moac_ceildiv32(n_, chunk) + g] = zg;
+        moac_m_part[i_ * (n_ / chunk + (n_ % chunk != 0)) + g] = mg;
+        moac_z_part[i_ * (n_ / chunk + (n_ % chunk != 0)) + g] = zg;
     }
 }
 
@@ -430,16 +430,16 @@ __global__ void __launch_bounds__(32) moac_attention_forward_k1_partials_i32(con
 __global__ void __launch_bounds__(32) moac_attention_forward_k2_combine_i32(float *__restrict__ moac_m_part, float *__restrict__ moac_o_part, float *__restrict__ moac_z_part, float *__restrict__ out_, int32_t chunk, int32_t dv_, int32_t m_, int32_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < m_ * moac_ceildiv32(dv_, 8); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, db */
-        const int32_t i_ = moac_gid / moac_ceildiv32(dv_, 8);
-        const int32_t db = moac_gid % moac_ceildiv32(dv_, 8);
+    for (int32_t moac_gid = blockIdx.x; moac_gid < m_ * (dv_ / 8 + (dv_ % 8 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, db */
+        const int32_t i_ = moac_gid / (dv_ / 8 + (dv_ % 8 != 0));
+        const int32_t db = moac_gid % (dv_ / 8 + (dv_ % 8 != 0));
         float M = -INFINITY;
         if (moac_lane != 0) {
             M = -INFINITY;
         }
         #pragma unroll 4
-        for (int32_t g = moac_lane; g < moac_ceildiv32(n_, chunk); g += 32) {  /* global maximum M = max_g m_g */
-            M = fmaxf(M, moac_m_part[i_ * moac_ceildiv32(n_, chunk) + g]);
+        for (int32_t g = moac_lane; g < n_ / chunk + (n_ % chunk != 0); g += 32) {  /* global maximum M = max_g m_g */
+            M = fmaxf(M, moac_m_part[i_ * (n_ / chunk + (n_ % chunk != 0)) + g]);
         }
         M = moac_warp_max_f32(M);
         __syncwarp();
@@ -464,32 +464,32 @@ __global__ void __launch_bounds__(32) moac_attention_forward_k2_combine_i32(floa
             o7 = 0.0f;
         }
         #pragma unroll 4
-        for (int32_t g = moac_lane; g < moac_ceildiv32(n_, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
-            float e = moac_expf(moac_m_part[i_ * moac_ceildiv32(n_, chunk) + g] - M);
-            Z = Z + e * moac_z_part[i_ * moac_ceildiv32(n_, chunk) + g];
+        for (int32_t g = moac_lane; g < n_ / chunk + (n_ % chunk != 0); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+            float e = moac_expf(moac_m_part[i_ * (n_ / chunk + (n_ % chunk != 0)) + g] - M);
+            Z = Z + e * moac_z_part[i_ * (n_ / chunk + (n_ % chunk != 0)) + g];
             if (8 * db < dv_) {
-                o0 = o0 + e * moac_o_part[i_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + 8 * db];
+                o0 = o0 + e * moac_o_part[i_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + 8 * db];
             }
             if (8 * db + 1 < dv_) {
-                o1 = o1 + e * moac_o_part[i_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + (8 * db + 1)];
+                o1 = o1 + e * moac_o_part[i_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 1)];
             }
             if (8 * db + 2 < dv_) {
-                o2 = o2 + e * moac_o_part[i_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + (8 * db + 2)];
+                o2 = o2 + e * moac_o_part[i_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 2)];
             }
             if (8 * db + 3 < dv_) {
-                o3 = o3 + e * moac_o_part[i_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + (8 * db + 3)];
+                o3 = o3 + e * moac_o_part[i_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 3)];
             }
             if (8 * db + 4 < dv_) {
-                o4 = o4 + e * moac_o_part[i_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + (8 * db + 4)];
+                o4 = o4 + e * moac_o_part[i_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 4)];
             }
             if (8 * db + 5 < dv_) {
-                o5 = o5 + e * moac_o_part[i_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + (8 * db + 5)];
+                o5 = o5 + e * moac_o_part[i_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 5)];
             }
             if (8 * db + 6 < dv_) {
-                o6 = o6 + e * moac_o_part[i_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + (8 * db + 6)];
+                o6 = o6 + e * moac_o_part[i_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 6)];
             }
             if (8 * db + 7 < dv_) {
-                o7 = o7 + e * moac_o_part[i_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + (8 * db + 7)];
+                o7 = o7 + e * moac_o_part[i_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 7)];
             }
         }
         /* 9 accumulators reduced across the warp: 16 exchanges, 9 broadcasts */
@@ -578,11 +578,11 @@ extern "C" int moac_attention_forward_device(const float *__restrict__ Q_, const
         return 1;
     size_t ws_off = 0;
     float *moac_m_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(m_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(m_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256;
     float *moac_z_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(m_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(m_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256;
     float *moac_o_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(dv_ * m_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(dv_ * m_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256;
     if (moac_attention_forward_fits32(m_, n_, dk_, dv_)) {    /* every buffer has fewer than 2^31 elements */
         const int64_t moac_wide_m_ = m_;
         const int64_t moac_wide_n_ = n_;
@@ -597,26 +597,26 @@ extern "C" int moac_attention_forward_device(const float *__restrict__ Q_, const
             const int32_t chunk = (int32_t)moac_wide_chunk;
             (void)m_; (void)n_; (void)dk_; (void)dv_; (void)chunk;
             /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
-            if (moac_ceildiv32(n_, chunk) * m_ > 0) {
+            if ((n_ / chunk + (n_ % chunk != 0)) * m_ > 0) {
                 if (sizeof(float) * (size_t)(chunk) > 49152)
                     cudaFuncSetAttribute(moac_attention_forward_k1_partials_i32, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(sizeof(float) * (size_t)(chunk)));
-                moac_attention_forward_k1_partials_i32<<<(unsigned)(moac_ceildiv32(n_, chunk) * m_ < 2147483647 ? moac_ceildiv32(n_, chunk) * m_ : 2147483647), 32, sizeof(float) * (size_t)(chunk), moac_stream>>>(K_, Q_, V_, moac_m_part, moac_o_part, moac_z_part, chunk, dk_, dv_, m_, n_);
+                moac_attention_forward_k1_partials_i32<<<(unsigned)((n_ / chunk + (n_ % chunk != 0)) * m_ < 2147483647 ? (n_ / chunk + (n_ % chunk != 0)) * m_ : 2147483647), 32, sizeof(float) * (size_t)(chunk), moac_stream>>>(K_, Q_, V_, moac_m_part, moac_o_part, moac_z_part, chunk, dk_, dv_, m_, n_);
             }
             /* kernel k2_combine: log-sum-exp merge of the chunk partials */
-            if (m_ * moac_ceildiv32(dv_, 8) > 0) {
-                moac_attention_forward_k2_combine_i32<<<(unsigned)(m_ * moac_ceildiv32(dv_, 8) < 2147483647 ? m_ * moac_ceildiv32(dv_, 8) : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, dv_, m_, n_);
+            if (m_ * (dv_ / 8 + (dv_ % 8 != 0)) > 0) {
+                moac_attention_forward_k2_combine_i32<<<(unsigned)(m_ * (dv_ / 8 + (dv_ % 8 != 0)) < 2147483647 ? m_ * (dv_ / 8 + (dv_ % 8 != 0)) : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, dv_, m_, n_);
             }
         }
     } else {
         /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
-        if (moac_ceildiv(n_, chunk) * m_ > 0) {
+        if ((n_ / chunk + (n_ % chunk != 0)) * m_ > 0) {
             if (sizeof(float) * (size_t)(chunk) > 49152)
                 cudaFuncSetAttribute(moac_attention_forward_k1_partials, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(sizeof(float) * (size_t)(chunk)));
-            moac_attention_forward_k1_partials<<<(unsigned)(moac_ceildiv(n_, chunk) * m_ < 2147483647 ? moac_ceildiv(n_, chunk) * m_ : 2147483647), 32, sizeof(float) * (size_t)(chunk), moac_stream>>>(K_, Q_, V_, moac_m_part, moac_o_part, moac_z_part, chunk, dk_, dv_, m_, n_);
+            moac_attention_forward_k1_partials<<<(unsigned)((n_ / chunk + (n_ % chunk != 0)) * m_ < 2147483647 ? (n_ / chunk + (n_ % chunk != 0)) * m_ : 2147483647), 32, sizeof(float) * (size_t)(chunk), moac_stream>>>(K_, Q_, V_, moac_m_part, moac_o_part, moac_z_part, chunk, dk_, dv_, m_, n_);
         }
         /* kernel k2_combine: log-sum-exp merge of the chunk partials */
-        if (m_ * moac_ceildiv(dv_, 8) > 0) {
-            moac_attention_forward_k2_combine<<<(unsigned)(m_ * moac_ceildiv(dv_, 8) < 2147483647 ? m_ * moac_ceildiv(dv_, 8) : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, dv_, m_, n_);
+        if (m_ * (dv_ / 8 + (dv_ % 8 != 0)) > 0) {
+            moac_attention_forward_k2_combine<<<(unsigned)(m_ * (dv_ / 8 + (dv_ % 8 != 0)) < 2147483647 ? m_ * (dv_ / 8 + (dv_ % 8 != 0)) : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, dv_, m_, n_);
         }
     }
     if (own)

@@ -43,18 +43,24 @@ size_t moac_catenate_workspace_bytes(int64_t n_, int64_t m_, int64_t d_)
     return 0;
 }
 
-/* Returns 0 on success, 1 if scratch memory could not be allocated. */
-int moac_catenate(const float *restrict K_, const float *restrict k_, const float *restrict A_, const float *restrict B_, float *restrict K2_, float *restrict AB_, float *restrict v_, int64_t n_, int64_t m_, int64_t d_)
+/* Scratch lives in `workspace` (moac_catenate_workspace_bytes() bytes, any alignment of 4 bytes);
+ * with workspace == NULL it is allocated and freed here.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_catenate_with_workspace(const float *restrict K_, const float *restrict k_, const float *restrict A_, const float *restrict B_, float *restrict K2_, float *restrict AB_, float *restrict v_, int64_t n_, int64_t m_, int64_t d_, void *workspace)
 {
     size_t ws_bytes = moac_catenate_workspace_bytes(n_, m_, d_);
-    char *ws = malloc(ws_bytes + 1);
-    if (!ws)
-        return 1;
+    char *ws = workspace;
+    int own = !ws;
+    if (own) {
+        ws = malloc(ws_bytes + 1);
+        if (!ws)
+            return 1;
+    }
     size_t ws_off = 0;
     (void)ws_off;
     /* kernel k1_K2: K2: lanes over j */
     for (int64_t i_ = 0; i_ < n_ + 1; ++i_) {  /* DNF axis i < n + 1 */
-        for (int64_t j_g = 0; j_g < moac_ceildiv(d_, 32); ++j_g) {  /* lifted DNF axis j: ⟨d⟩ → ⟨⌈d/32⌉ 32⟩ */
+        for (int64_t j_g = 0; j_g < d_ / 32 + (d_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨d⟩ → ⟨⌈d/32⌉ 32⟩ */
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                 int64_t j_ = 32 * j_g + j_v;
                 if (j_ < d_) {
@@ -71,7 +77,7 @@ int moac_catenate(const float *restrict K_, const float *restrict k_, const floa
     }
     /* kernel k2_AB: AB: lanes over j */
     for (int64_t i_ = 0; i_ < m_ + n_; ++i_) {  /* DNF axis i < m + n */
-        for (int64_t j_g = 0; j_g < moac_ceildiv(d_, 32); ++j_g) {  /* lifted DNF axis j: ⟨d⟩ → ⟨⌈d/32⌉ 32⟩ */
+        for (int64_t j_g = 0; j_g < d_ / 32 + (d_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨d⟩ → ⟨⌈d/32⌉ 32⟩ */
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                 int64_t j_ = 32 * j_g + j_v;
                 if (j_ < d_) {
@@ -107,6 +113,14 @@ int moac_catenate(const float *restrict K_, const float *restrict k_, const floa
             }
         }
     }
-    free(ws);
+    if (own)
+        free(ws);
     return 0;
+}
+
+/* The same with scratch allocated and freed here.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_catenate(const float *restrict K_, const float *restrict k_, const float *restrict A_, const float *restrict B_, float *restrict K2_, float *restrict AB_, float *restrict v_, int64_t n_, int64_t m_, int64_t d_)
+{
+    return moac_catenate_with_workspace(K_, k_, A_, B_, K2_, AB_, v_, n_, m_, d_, NULL);
 }

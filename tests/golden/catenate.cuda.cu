@@ -74,9 +74,9 @@ static int moac_catenate_fits32(int64_t n_, int64_t m_, int64_t d_)
 __global__ void __launch_bounds__(32) moac_catenate_k1_K2(float *__restrict__ K2_, const float *__restrict__ K_, const float *__restrict__ k_, int64_t d_, int64_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < (n_ + 1) * moac_ceildiv(d_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
-        const int64_t i_ = moac_gid / moac_ceildiv(d_, 32);
-        const int64_t j_g = moac_gid % moac_ceildiv(d_, 32);
+    for (int64_t moac_gid = blockIdx.x; moac_gid < (n_ + 1) * (d_ / 32 + (d_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
+        const int64_t i_ = moac_gid / (d_ / 32 + (d_ % 32 != 0));
+        const int64_t j_g = moac_gid % (d_ / 32 + (d_ % 32 != 0));
         /* vector lanes: j = j_g·32 + j_v */
         {
             const int64_t j_v = moac_lane;
@@ -99,9 +99,9 @@ __global__ void __launch_bounds__(32) moac_catenate_k1_K2(float *__restrict__ K2
 __global__ void __launch_bounds__(32) moac_catenate_k2_AB(float *__restrict__ AB_, const float *__restrict__ A_, const float *__restrict__ B_, int64_t d_, int64_t m_, int64_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < (m_ + n_) * moac_ceildiv(d_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
-        const int64_t i_ = moac_gid / moac_ceildiv(d_, 32);
-        const int64_t j_g = moac_gid % moac_ceildiv(d_, 32);
+    for (int64_t moac_gid = blockIdx.x; moac_gid < (m_ + n_) * (d_ / 32 + (d_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
+        const int64_t i_ = moac_gid / (d_ / 32 + (d_ % 32 != 0));
+        const int64_t j_g = moac_gid % (d_ / 32 + (d_ % 32 != 0));
         /* vector lanes: j = j_g·32 + j_v */
         {
             const int64_t j_v = moac_lane;
@@ -154,9 +154,9 @@ __global__ void __launch_bounds__(32) moac_catenate_k3_v(float *__restrict__ v_)
 __global__ void __launch_bounds__(32) moac_catenate_k1_K2_i32(float *__restrict__ K2_, const float *__restrict__ K_, const float *__restrict__ k_, int32_t d_, int32_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < (n_ + 1) * moac_ceildiv32(d_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
-        const int32_t i_ = moac_gid / moac_ceildiv32(d_, 32);
-        const int32_t j_g = moac_gid % moac_ceildiv32(d_, 32);
+    for (int32_t moac_gid = blockIdx.x; moac_gid < (n_ + 1) * (d_ / 32 + (d_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
+        const int32_t i_ = moac_gid / (d_ / 32 + (d_ % 32 != 0));
+        const int32_t j_g = moac_gid % (d_ / 32 + (d_ % 32 != 0));
         /* vector lanes: j = j_g·32 + j_v */
         {
             const int32_t j_v = moac_lane;
@@ -179,9 +179,9 @@ __global__ void __launch_bounds__(32) moac_catenate_k1_K2_i32(float *__restrict_
 __global__ void __launch_bounds__(32) moac_catenate_k2_AB_i32(float *__restrict__ AB_, const float *__restrict__ A_, const float *__restrict__ B_, int32_t d_, int32_t m_, int32_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < (m_ + n_) * moac_ceildiv32(d_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
-        const int32_t i_ = moac_gid / moac_ceildiv32(d_, 32);
-        const int32_t j_g = moac_gid % moac_ceildiv32(d_, 32);
+    for (int32_t moac_gid = blockIdx.x; moac_gid < (m_ + n_) * (d_ / 32 + (d_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
+        const int32_t i_ = moac_gid / (d_ / 32 + (d_ % 32 != 0));
+        const int32_t j_g = moac_gid % (d_ / 32 + (d_ % 32 != 0));
         /* vector lanes: j = j_g·32 + j_v */
         {
             const int32_t j_v = moac_lane;
@@ -251,12 +251,12 @@ extern "C" int moac_catenate_device(const float *__restrict__ K_, const float *_
             const int32_t d_ = (int32_t)moac_wide_d_;
             (void)n_; (void)m_; (void)d_;
             /* kernel k1_K2: K2: lanes over j */
-            if ((n_ + 1) * moac_ceildiv32(d_, 32) > 0) {
-                moac_catenate_k1_K2_i32<<<(unsigned)((n_ + 1) * moac_ceildiv32(d_, 32) < 2147483647 ? (n_ + 1) * moac_ceildiv32(d_, 32) : 2147483647), 32, 0, moac_stream>>>(K2_, K_, k_, d_, n_);
+            if ((n_ + 1) * (d_ / 32 + (d_ % 32 != 0)) > 0) {
+                moac_catenate_k1_K2_i32<<<(unsigned)((n_ + 1) * (d_ / 32 + (d_ % 32 != 0)) < 2147483647 ? (n_ + 1) * (d_ / 32 + (d_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(K2_, K_, k_, d_, n_);
             }
             /* kernel k2_AB: AB: lanes over j */
-            if ((m_ + n_) * moac_ceildiv32(d_, 32) > 0) {
-                moac_catenate_k2_AB_i32<<<(unsigned)((m_ + n_) * moac_ceildiv32(d_, 32) < 2147483647 ? (m_ + n_) * moac_ceildiv32(d_, 32) : 2147483647), 32, 0, moac_stream>>>(AB_, A_, B_, d_, m_, n_);
+            if ((m_ + n_) * (d_ / 32 + (d_ % 32 != 0)) > 0) {
+                moac_catenate_k2_AB_i32<<<(unsigned)((m_ + n_) * (d_ / 32 + (d_ % 32 != 0)) < 2147483647 ? (m_ + n_) * (d_ / 32 + (d_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(AB_, A_, B_, d_, m_, n_);
             }
             /* kernel k3_v: v: lanes over i */
             if (1 > 0) {
@@ -265,12 +265,12 @@ extern "C" int moac_catenate_device(const float *__restrict__ K_, const float *_
         }
     } else {
         /* kernel k1_K2: K2: lanes over j */
-        if ((n_ + 1) * moac_ceildiv(d_, 32) > 0) {
-            moac_catenate_k1_K2<<<(unsigned)((n_ + 1) * moac_ceildiv(d_, 32) < 2147483647 ? (n_ + 1) * moac_ceildiv(d_, 32) : 2147483647), 32, 0, moac_stream>>>(K2_, K_, k_, d_, n_);
+        if ((n_ + 1) * (d_ / 32 + (d_ % 32 != 0)) > 0) {
+            moac_catenate_k1_K2<<<(unsigned)((n_ + 1) * (d_ / 32 + (d_ % 32 != 0)) < 2147483647 ? (n_ + 1) * (d_ / 32 + (d_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(K2_, K_, k_, d_, n_);
         }
         /* kernel k2_AB: AB: lanes over j */
-        if ((m_ + n_) * moac_ceildiv(d_, 32) > 0) {
-            moac_catenate_k2_AB<<<(unsigned)((m_ + n_) * moac_ceildiv(d_, 32) < 2147483647 ? (m_ + n_) * moac_ceildiv(d_, 32) : 2147483647), 32, 0, moac_stream>>>(AB_, A_, B_, d_, m_, n_);
+        if ((m_ + n_) * (d_ / 32 + (d_ % 32 != 0)) > 0) {
+            moac_catenate_k2_AB<<<(unsigned)((m_ + n_) * (d_ / 32 + (d_ % 32 != 0)) < 2147483647 ? (m_ + n_) * (d_ / 32 + (d_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(AB_, A_, B_, d_, m_, n_);
         }
         /* kernel k3_v: v: lanes over i */
         if (1 > 0) {

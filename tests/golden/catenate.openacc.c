@@ -105,7 +105,7 @@ int moac_catenate_device(const float *restrict K_, const float *restrict k_, con
             /* kernel k1_K2: K2: lanes over j */
             #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(K_, K2_, k_)
             for (int32_t i_ = 0; i_ < n_ + 1; ++i_) {  /* DNF axis i < n + 1 */
-                for (int32_t j_g = 0; j_g < moac_ceildiv32(d_, 32); ++j_g) {  /* lifted DNF axis j: ⟨d⟩ → ⟨⌈d/32⌉ 32⟩ */
+                for (int32_t j_g = 0; j_g < d_ / 32 + (d_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨d⟩ → ⟨⌈d/32⌉ 32⟩ */
                     #pragma acc loop vector
                     for (int32_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                         int32_t j_ = 32 * j_g + j_v;
@@ -124,7 +124,7 @@ int moac_catenate_device(const float *restrict K_, const float *restrict k_, con
             /* kernel k2_AB: AB: lanes over j */
             #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(A_, AB_, B_)
             for (int32_t i_ = 0; i_ < m_ + n_; ++i_) {  /* DNF axis i < m + n */
-                for (int32_t j_g = 0; j_g < moac_ceildiv32(d_, 32); ++j_g) {  /* lifted DNF axis j: ⟨d⟩ → ⟨⌈d/32⌉ 32⟩ */
+                for (int32_t j_g = 0; j_g < d_ / 32 + (d_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨d⟩ → ⟨⌈d/32⌉ 32⟩ */
                     #pragma acc loop vector
                     for (int32_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                         int32_t j_ = 32 * j_g + j_v;
@@ -168,7 +168,7 @@ int moac_catenate_device(const float *restrict K_, const float *restrict k_, con
         /* kernel k1_K2: K2: lanes over j */
         #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(K_, K2_, k_)
         for (int64_t i_ = 0; i_ < n_ + 1; ++i_) {  /* DNF axis i < n + 1 */
-            for (int64_t j_g = 0; j_g < moac_ceildiv(d_, 32); ++j_g) {  /* lifted DNF axis j: ⟨d⟩ → ⟨⌈d/32⌉ 32⟩ */
+            for (int64_t j_g = 0; j_g < d_ / 32 + (d_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨d⟩ → ⟨⌈d/32⌉ 32⟩ */
                 #pragma acc loop vector
                 for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                     int64_t j_ = 32 * j_g + j_v;
@@ -187,7 +187,7 @@ int moac_catenate_device(const float *restrict K_, const float *restrict k_, con
         /* kernel k2_AB: AB: lanes over j */
         #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(A_, AB_, B_)
         for (int64_t i_ = 0; i_ < m_ + n_; ++i_) {  /* DNF axis i < m + n */
-            for (int64_t j_g = 0; j_g < moac_ceildiv(d_, 32); ++j_g) {  /* lifted DNF axis j: ⟨d⟩ → ⟨⌈d/32⌉ 32⟩ */
+            for (int64_t j_g = 0; j_g < d_ / 32 + (d_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨d⟩ → ⟨⌈d/32⌉ 32⟩ */
                 #pragma acc loop vector
                 for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                     int64_t j_ = 32 * j_g + j_v;

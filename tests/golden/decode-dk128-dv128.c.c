@@ -48,11 +48,13 @@ size_t moac_decode_workspace_bytes(int64_t n_)
 {
     int64_t chunk = moac_chunk(n_, 1);
     (void)chunk;
-    return ((sizeof(float) * (size_t)(moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(128 * moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * moac_ceildiv(n_, chunk)) + 255) / 256 * 256);
+    return ((sizeof(float) * (size_t)(n_ / chunk + (n_ % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(n_ / chunk + (n_ % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(128 * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256);
 }
 
-/* Returns 0 on success, 1 if scratch memory could not be allocated. */
-int moac_decode(const float *restrict q_, const float *restrict K_, const float *restrict V_, float *restrict out_, int64_t n_)
+/* Scratch lives in `workspace` (moac_decode_workspace_bytes() bytes, any alignment of 4 bytes);
+ * with workspace == NULL it is allocated and freed here.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_decode_with_workspace(const float *restrict q_, const float *restrict K_, const float *restrict V_, float *restrict out_, int64_t n_, void *workspace)
 {
     if ((uintptr_t)K_ % 8 != 0)     /* read in packed 8-byte words */
         return 2;
@@ -62,21 +64,25 @@ int moac_decode(const float *restrict q_, const float *restrict K_, const float 
         return 2;
     int64_t chunk = moac_chunk(n_, 1);
     size_t ws_bytes = moac_decode_workspace_bytes(n_);
-    char *ws = malloc(ws_bytes + 1);
-    if (!ws)
-        return 1;
+    char *ws = workspace;
+    int own = !ws;
+    if (own) {
+        ws = malloc(ws_bytes + 1);
+        if (!ws)
+            return 1;
+    }
     size_t ws_off = 0;
     float *moac_m_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(n_ / chunk + (n_ % chunk != 0)) + 255) / 256 * 256;
     float *moac_z_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(n_ / chunk + (n_ % chunk != 0)) + 255) / 256 * 256;
     float *moac_o_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(128 * moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(128 * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256;
     float *moac_p = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(chunk * moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(chunk * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256;
     (void)ws_off;
     /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
-    for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
+    for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
         int64_t cn = moac_imin(chunk, n_ - chunk * g);
         float mg = -INFINITY;
         for (int64_t cq = 0; cq < cn / 4; ++cq) {  /* pass 1: tokens g·chunk + 4·cq + u, u < 4: scores and chunk maximum */
@@ -215,7 +221,7 @@ int moac_decode(const float *restrict q_, const float *restrict K_, const float 
     /* kernel k2_combine: log-sum-exp merge of the chunk partials */
     for (int64_t db = 0; db < 16; ++db) {  /* lifted output axis d: ⟨128⟩ → ⟨⌈128/8⌉ 8⟩, d = 8·db + r */
         float M = -INFINITY;
-        for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* global maximum M = max_g m_g */
+        for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* global maximum M = max_g m_g */
             M = fmaxf(M, moac_m_part[g]);
         }
         float Z = 0.0f;
@@ -227,7 +233,7 @@ int moac_decode(const float *restrict q_, const float *restrict K_, const float 
         float o5 = 0.0f;
         float o6 = 0.0f;
         float o7 = 0.0f;
-        for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+        for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];
             o0 = o0 + e * moac_o_part[g * 128 + 8 * db];
@@ -248,6 +254,14 @@ int moac_decode(const float *restrict q_, const float *restrict K_, const float 
         out_[8 * db + 6] = Z != 0.0f ? o6 / Z : 0.0f;
         out_[8 * db + 7] = Z != 0.0f ? o7 / Z : 0.0f;
     }
-    free(ws);
+    if (own)
+        free(ws);
     return 0;
+}
+
+/* The same with scratch allocated and freed here.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_decode(const float *restrict q_, const float *restrict K_, const float *restrict V_, float *restrict out_, int64_t n_)
+{
+    return moac_decode_with_workspace(q_, K_, V_, out_, n_, NULL);
 }

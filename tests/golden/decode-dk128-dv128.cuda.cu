@@ -71,7 +71,7 @@ extern "C" size_t moac_decode_workspace_bytes(int64_t n_)
 {
     int64_t chunk = moac_chunk(n_, 1);
     (void)chunk;
-    return ((sizeof(float) * (size_t)(moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(128 * moac_ceildiv(n_, chunk)) + 255) / 256 * 256);
+    return ((sizeof(float) * (size_t)(n_ / chunk + (n_ % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(n_ / chunk + (n_ % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(128 * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256);
 }
 
 /* 1 if every buffer has fewer than 2^31 elements: the kernels index with 32-bit integers. */
@@ -79,7 +79,7 @@ static int moac_decode_fits32(int64_t n_)
 {
     int64_t chunk = moac_chunk(n_, 1);
     (void)chunk;
-    return (int64_t)(128) < INT32_MAX && (int64_t)(128 * n_) < INT32_MAX && (int64_t)(128 * n_) < INT32_MAX && (int64_t)(128) < INT32_MAX && (int64_t)(moac_ceildiv(n_, chunk)) < INT32_MAX && (int64_t)(moac_ceildiv(n_, chunk)) < INT32_MAX && (int64_t)(128 * moac_ceildiv(n_, chunk)) < INT32_MAX && (int64_t)(chunk * moac_ceildiv(n_, chunk)) < INT32_MAX && 1;
+    return (int64_t)(128) < INT32_MAX && (int64_t)(128 * n_) < INT32_MAX && (int64_t)(128 * n_) < INT32_MAX && (int64_t)(128) < INT32_MAX && (int64_t)(n_ / chunk + (n_ % chunk != 0)) < INT32_MAX && (int64_t)(n_ / chunk + (n_ % chunk != 0)) < INT32_MAX && (int64_t)(128 * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && (int64_t)(chunk * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && 1;
 }
 
 /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(32) moac_decode_k1_partials(const float *__res
     const int moac_lane = threadIdx.x;
     extern __shared__ float moac_smem_float[];
     float *moac_p = moac_smem_float;   /* this gang's tile, in shared memory */
-    for (int64_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv(n_, chunk); moac_gid += gridDim.x) {  /* one block per gang iteration: g */
+    for (int64_t moac_gid = blockIdx.x; moac_gid < n_ / chunk + (n_ % chunk != 0); moac_gid += gridDim.x) {  /* one block per gang iteration: g */
         const int64_t g = moac_gid;
         int64_t cn = moac_imin(chunk, n_ - chunk * g);
         float mg = -INFINITY;
@@ -279,7 +279,7 @@ __global__ void __launch_bounds__(32) moac_decode_k2_combine(float *__restrict__
             M = -INFINITY;
         }
         #pragma unroll 4
-        for (int64_t g = moac_lane; g < moac_ceildiv(n_, chunk); g += 32) {  /* global maximum M = max_g m_g */
+        for (int64_t g = moac_lane; g < n_ / chunk + (n_ % chunk != 0); g += 32) {  /* global maximum M = max_g m_g */
             M = fmaxf(M, moac_m_part[g]);
         }
         M = moac_warp_max_f32(M);
@@ -305,7 +305,7 @@ __global__ void __launch_bounds__(32) moac_decode_k2_combine(float *__restrict__
             o7 = 0.0f;
         }
         #pragma unroll 4
-        for (int64_t g = moac_lane; g < moac_ceildiv(n_, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+        for (int64_t g = moac_lane; g < n_ / chunk + (n_ % chunk != 0); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];
             o0 = o0 + e * moac_o_part[g * 128 + 8 * db];
@@ -375,7 +375,7 @@ __global__ void __launch_bounds__(32) moac_decode_k1_partials_i32(const float *_
     const int moac_lane = threadIdx.x;
     extern __shared__ float moac_smem_float[];
     float *moac_p = moac_smem_float;   /* this gang's tile, in shared memory */
-    for (int32_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv32(n_, chunk); moac_gid += gridDim.x) {  /* one block per gang iteration: g */
+    for (int32_t moac_gid = blockIdx.x; moac_gid < n_ / chunk + (n_ % chunk != 0); moac_gid += gridDim.x) {  /* one block per gang iteration: g */
         const int32_t g = moac_gid;
         int32_t cn = moac_imin32(chunk, n_ - chunk * g);
         float mg = -INFINITY;
@@ -566,7 +566,7 @@ __global__ void __launch_bounds__(32) moac_decode_k2_combine_i32(float *__restri
             M = -INFINITY;
         }
         #pragma unroll 4
-        for (int32_t g = moac_lane; g < moac_ceildiv32(n_, chunk); g += 32) {  /* global maximum M = max_g m_g */
+        for (int32_t g = moac_lane; g < n_ / chunk + (n_ % chunk != 0); g += 32) {  /* global maximum M = max_g m_g */
             M = fmaxf(M, moac_m_part[g]);
         }
         M = moac_warp_max_f32(M);
@@ -592,7 +592,7 @@ __global__ void __launch_bounds__(32) moac_decode_k2_combine_i32(float *__restri
             o7 = 0.0f;
         }
         #pragma unroll 4
-        for (int32_t g = moac_lane; g < moac_ceildiv32(n_, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+        for (int32_t g = moac_lane; g < n_ / chunk + (n_ % chunk != 0); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];
             o0 = o0 + e * moac_o_part[g * 128 + 8 * db];
@@ -680,11 +680,11 @@ extern "C" int moac_decode_device(const float *__restrict__ q_, const float *__r
         return 1;
     size_t ws_off = 0;
     float *moac_m_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(n_ / chunk + (n_ % chunk != 0)) + 255) / 256 * 256;
     float *moac_z_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(n_ / chunk + (n_ % chunk != 0)) + 255) / 256 * 256;
     float *moac_o_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(128 * moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(128 * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256;
     if (moac_decode_fits32(n_)) {    /* every buffer has fewer than 2^31 elements */
         const int64_t moac_wide_n_ = n_;
         const int64_t moac_wide_chunk = chunk;
@@ -693,10 +693,10 @@ extern "C" int moac_decode_device(const float *__restrict__ q_, const float *__r
             const int32_t chunk = (int32_t)moac_wide_chunk;
             (void)n_; (void)chunk;
             /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
-            if (moac_ceildiv32(n_, chunk) > 0) {
+            if (n_ / chunk + (n_ % chunk != 0) > 0) {
                 if (sizeof(float) * (size_t)(chunk) > 49152)
                     cudaFuncSetAttribute(moac_decode_k1_partials_i32, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(sizeof(float) * (size_t)(chunk)));
-                moac_decode_k1_partials_i32<<<(unsigned)(moac_ceildiv32(n_, chunk) < 2147483647 ? moac_ceildiv32(n_, chunk) : 2147483647), 32, sizeof(float) * (size_t)(chunk), moac_stream>>>(K_, V_, moac_m_part, moac_o_part, moac_z_part, q_, chunk, n_);
+                moac_decode_k1_partials_i32<<<(unsigned)(n_ / chunk + (n_ % chunk != 0) < 2147483647 ? n_ / chunk + (n_ % chunk != 0) : 2147483647), 32, sizeof(float) * (size_t)(chunk), moac_stream>>>(K_, V_, moac_m_part, moac_o_part, moac_z_part, q_, chunk, n_);
             }
             /* kernel k2_combine: log-sum-exp merge of the chunk partials */
             if (16 > 0) {
@@ -705,10 +705,10 @@ extern "C" int moac_decode_device(const float *__restrict__ q_, const float *__r
         }
     } else {
         /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
-        if (moac_ceildiv(n_, chunk) > 0) {
+        if (n_ / chunk + (n_ % chunk != 0) > 0) {
             if (sizeof(float) * (size_t)(chunk) > 49152)
                 cudaFuncSetAttribute(moac_decode_k1_partials, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(sizeof(float) * (size_t)(chunk)));
-            moac_decode_k1_partials<<<(unsigned)(moac_ceildiv(n_, chunk) < 2147483647 ? moac_ceildiv(n_, chunk) : 2147483647), 32, sizeof(float) * (size_t)(chunk), moac_stream>>>(K_, V_, moac_m_part, moac_o_part, moac_z_part, q_, chunk, n_);
+            moac_decode_k1_partials<<<(unsigned)(n_ / chunk + (n_ % chunk != 0) < 2147483647 ? n_ / chunk + (n_ % chunk != 0) : 2147483647), 32, sizeof(float) * (size_t)(chunk), moac_stream>>>(K_, V_, moac_m_part, moac_o_part, moac_z_part, q_, chunk, n_);
         }
         /* kernel k2_combine: log-sum-exp merge of the chunk partials */
         if (16 > 0) {

@@ -73,7 +73,7 @@ size_t moac_decode_workspace_bytes(int64_t n_)
 {
     int64_t chunk = moac_chunk(n_, 1);
     (void)chunk;
-    return ((sizeof(float) * (size_t)(moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(128 * moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * moac_ceildiv(n_, chunk)) + 255) / 256 * 256);
+    return ((sizeof(float) * (size_t)(n_ / chunk + (n_ % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(n_ / chunk + (n_ % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(128 * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256);
 }
 
 /* 1 if every buffer has fewer than 2^31 elements: the kernels index with 32-bit integers. */
@@ -81,7 +81,7 @@ static int moac_decode_fits32(int64_t n_)
 {
     int64_t chunk = moac_chunk(n_, 1);
     (void)chunk;
-    return (int64_t)(128) < INT32_MAX && (int64_t)(128 * n_) < INT32_MAX && (int64_t)(128 * n_) < INT32_MAX && (int64_t)(128) < INT32_MAX && (int64_t)(moac_ceildiv(n_, chunk)) < INT32_MAX && (int64_t)(moac_ceildiv(n_, chunk)) < INT32_MAX && (int64_t)(128 * moac_ceildiv(n_, chunk)) < INT32_MAX && (int64_t)(chunk * moac_ceildiv(n_, chunk)) < INT32_MAX && 1;
+    return (int64_t)(128) < INT32_MAX && (int64_t)(128 * n_) < INT32_MAX && (int64_t)(128 * n_) < INT32_MAX && (int64_t)(128) < INT32_MAX && (int64_t)(n_ / chunk + (n_ % chunk != 0)) < INT32_MAX && (int64_t)(n_ / chunk + (n_ % chunk != 0)) < INT32_MAX && (int64_t)(128 * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && (int64_t)(chunk * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && 1;
 }
 
 /* The computation for arrays that live on the device: every pointer argument is a
@@ -112,13 +112,13 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
     }
     size_t ws_off = 0;
     float *moac_m_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(n_ / chunk + (n_ % chunk != 0)) + 255) / 256 * 256;
     float *moac_z_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(n_ / chunk + (n_ % chunk != 0)) + 255) / 256 * 256;
     float *moac_o_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(128 * moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(128 * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256;
     float *moac_p = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(chunk * moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(chunk * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256;
     (void)ws_off;
     if (moac_decode_fits32(n_)) {    /* every buffer has fewer than 2^31 elements */
         const int64_t moac_wide_n_ = n_;
@@ -129,7 +129,7 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
             (void)n_; (void)chunk;
             /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
             #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_p, moac_z_part, K_, V_, q_)
-            for (int32_t g = 0; g < moac_ceildiv32(n_, chunk); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
+            for (int32_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
                 int32_t cn = moac_imin32(chunk, n_ - chunk * g);
                 float mg = -INFINITY;
                 #pragma acc loop seq
@@ -277,7 +277,7 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
             for (int32_t db = 0; db < 16; ++db) {  /* lifted output axis d: ⟨128⟩ → ⟨⌈128/8⌉ 8⟩, d = 8·db + r */
                 float M = -INFINITY;
                 #pragma acc loop vector reduction(max:M)
-                for (int32_t g = 0; g < moac_ceildiv32(n_, chunk); ++g) {  /* global maximum M = max_g m_g */
+                for (int32_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* global maximum M = max_g m_g */
                     M = fmaxf(M, moac_m_part[g]);
                 }
                 float Z = 0.0f;
@@ -290,7 +290,7 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
                 float o6 = 0.0f;
                 float o7 = 0.0f;
                 #pragma acc loop vector reduction(+:Z, o0, o1, o2, o3, o4, o5, o6, o7)
-                for (int32_t g = 0; g < moac_ceildiv32(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+                for (int32_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
                     float e = moac_expf(moac_m_part[g] - M);
                     Z = Z + e * moac_z_part[g];
                     o0 = o0 + e * moac_o_part[g * 128 + 8 * db];
@@ -315,7 +315,7 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
     } else {
         /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
         #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_p, moac_z_part, K_, V_, q_)
-        for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
+        for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
             int64_t cn = moac_imin(chunk, n_ - chunk * g);
             float mg = -INFINITY;
             #pragma acc loop seq
@@ -463,7 +463,7 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
         for (int64_t db = 0; db < 16; ++db) {  /* lifted output axis d: ⟨128⟩ → ⟨⌈128/8⌉ 8⟩, d = 8·db + r */
             float M = -INFINITY;
             #pragma acc loop vector reduction(max:M)
-            for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* global maximum M = max_g m_g */
+            for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* global maximum M = max_g m_g */
                 M = fmaxf(M, moac_m_part[g]);
             }
             float Z = 0.0f;
@@ -476,7 +476,7 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
             float o6 = 0.0f;
             float o7 = 0.0f;
             #pragma acc loop vector reduction(+:Z, o0, o1, o2, o3, o4, o5, o6, o7)
-            for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+            for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
                 float e = moac_expf(moac_m_part[g] - M);
                 Z = Z + e * moac_z_part[g];
                 o0 = o0 + e * moac_o_part[g * 128 + 8 * db];

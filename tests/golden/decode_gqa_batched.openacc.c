@@ -65,7 +65,7 @@ size_t moac_decode_gqa_batched_workspace_bytes(int64_t B_, int64_t hkv_, int64_t
 {
     int64_t chunk = moac_chunk(n_, B_ * g_ * hkv_);
     (void)chunk;
-    return ((sizeof(float) * (size_t)(B_ * g_ * hkv_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(B_ * g_ * hkv_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(B_ * dv_ * g_ * hkv_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * B_ * g_ * hkv_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256);
+    return ((sizeof(float) * (size_t)(B_ * g_ * hkv_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(B_ * g_ * hkv_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(B_ * dv_ * g_ * hkv_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * B_ * g_ * hkv_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256);
 }
 
 /* 1 if every buffer has fewer than 2^31 elements: the kernels index with 32-bit integers. */
@@ -73,7 +73,7 @@ static int moac_decode_gqa_batched_fits32(int64_t B_, int64_t hkv_, int64_t n_, 
 {
     int64_t chunk = moac_chunk(n_, B_ * g_ * hkv_);
     (void)chunk;
-    return (int64_t)(B_ * dk_ * g_ * hkv_) < INT32_MAX && (int64_t)(B_ * dk_ * hkv_ * n_) < INT32_MAX && (int64_t)(B_ * dv_ * hkv_ * n_) < INT32_MAX && (int64_t)(B_ * dv_ * g_ * hkv_) < INT32_MAX && (int64_t)(B_ * g_ * hkv_ * moac_ceildiv(n_, chunk)) < INT32_MAX && (int64_t)(B_ * g_ * hkv_ * moac_ceildiv(n_, chunk)) < INT32_MAX && (int64_t)(B_ * dv_ * g_ * hkv_ * moac_ceildiv(n_, chunk)) < INT32_MAX && (int64_t)(chunk * B_ * g_ * hkv_ * moac_ceildiv(n_, chunk)) < INT32_MAX && 1;
+    return (int64_t)(B_ * dk_ * g_ * hkv_) < INT32_MAX && (int64_t)(B_ * dk_ * hkv_ * n_) < INT32_MAX && (int64_t)(B_ * dv_ * hkv_ * n_) < INT32_MAX && (int64_t)(B_ * dv_ * g_ * hkv_) < INT32_MAX && (int64_t)(B_ * g_ * hkv_ * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && (int64_t)(B_ * g_ * hkv_ * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && (int64_t)(B_ * dv_ * g_ * hkv_ * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && (int64_t)(chunk * B_ * g_ * hkv_ * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && 1;
 }
 
 /* The computation for arrays that live on the device: every pointer argument is a
@@ -98,13 +98,13 @@ int moac_decode_gqa_batched_device(const float *restrict Q_, const float *restri
     }
     size_t ws_off = 0;
     float *moac_m_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(B_ * g_ * hkv_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(B_ * g_ * hkv_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256;
     float *moac_z_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(B_ * g_ * hkv_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(B_ * g_ * hkv_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256;
     float *moac_o_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(B_ * dv_ * g_ * hkv_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(B_ * dv_ * g_ * hkv_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256;
     float *moac_p = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(chunk * B_ * g_ * hkv_ * moac_ceildiv(n_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(chunk * B_ * g_ * hkv_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256;
     (void)ws_off;
     if (moac_decode_gqa_batched_fits32(B_, hkv_, n_, dk_, dv_, g_)) {    /* every buffer has fewer than 2^31 elements */
         const int64_t moac_wide_B_ = B_;
@@ -125,7 +125,7 @@ int moac_decode_gqa_batched_device(const float *restrict Q_, const float *restri
             (void)B_; (void)hkv_; (void)n_; (void)dk_; (void)dv_; (void)g_; (void)chunk;
             /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
             #pragma acc parallel loop gang collapse(3) vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_p, moac_z_part, K_, Q_, V_)
-            for (int32_t g = 0; g < moac_ceildiv32(n_, chunk); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
+            for (int32_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
                 for (int32_t i_ = 0; i_ < B_; ++i_) {  /* DNF frame axis i < B */
                     for (int32_t j_ = 0; j_ < g_ * hkv_; ++j_) {  /* DNF frame axis j < g·hkv */
                         int32_t cn = moac_imin32(chunk, n_ - chunk * g);
@@ -148,16 +148,16 @@ int moac_decode_gqa_batched_device(const float *restrict Q_, const float *restri
                                 acc4 = acc4 + Q_[i_ * (g_ * hkv_) * dk_ + j_ * dk_ + p_] * K_[i_ * hkv_ * n_ * dk_ + j_ / g_ * n_ * dk_ + t3 * dk_ + p_];
                             }
                             float sc0 = acc1 / sqrtf((float)dk_);
-                            moac_p[i_ * (g_ * hkv_) * (chunk * moac_ceildiv32(n_, chunk)) + j_ * (chunk * moac_ceildiv32(n_, chunk)) + t0] = sc0;
+                            moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + t0] = sc0;
                             mg = fmaxf(mg, sc0);
                             float sc1 = acc2 / sqrtf((float)dk_);
-                            moac_p[i_ * (g_ * hkv_) * (chunk * moac_ceildiv32(n_, chunk)) + j_ * (chunk * moac_ceildiv32(n_, chunk)) + t1] = sc1;
+                            moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + t1] = sc1;
                             mg = fmaxf(mg, sc1);
                             float sc2 = acc3 / sqrtf((float)dk_);
-                            moac_p[i_ * (g_ * hkv_) * (chunk * moac_ceildiv32(n_, chunk)) + j_ * (chunk * moac_ceildiv32(n_, chunk)) + t2] = sc2;
+                            moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + t2] = sc2;
                             mg = fmaxf(mg, sc2);
                             float sc3 = acc4 / sqrtf((float)dk_);
-                            moac_p[i_ * (g_ * hkv_) * (chunk * moac_ceildiv32(n_, chunk)) + j_ * (chunk * moac_ceildiv32(n_, chunk)) + t3] = sc3;
+                            moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + t3] = sc3;
                             mg = fmaxf(mg, sc3);
                         }
                         #pragma acc loop seq
@@ -169,15 +169,15 @@ int moac_decode_gqa_batched_device(const float *restrict Q_, const float *restri
                                 acc5 = acc5 + Q_[i_ * (g_ * hkv_) * dk_ + j_ * dk_ + p_] * K_[i_ * hkv_ * n_ * dk_ + j_ / g_ * n_ * dk_ + l_ * dk_ + p_];
                             }
                             float sc = acc5 / sqrtf((float)dk_);
-                            moac_p[i_ * (g_ * hkv_) * (chunk * moac_ceildiv32(n_, chunk)) + j_ * (chunk * moac_ceildiv32(n_, chunk)) + l_] = sc;
+                            moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] = sc;
                             mg = fmaxf(mg, sc);
                         }
                         float zg = 0.0f;
                         #pragma acc loop vector reduction(+:zg)
                         for (int32_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
                             int32_t l_ = c + chunk * g;
-                            float e = moac_expf(moac_p[i_ * (g_ * hkv_) * (chunk * moac_ceildiv32(n_, chunk)) + j_ * (chunk * moac_ceildiv32(n_, chunk)) + l_] - mg);
-                            moac_p[i_ * (g_ * hkv_) * (chunk * moac_ceildiv32(n_, chunk)) + j_ * (chunk * moac_ceildiv32(n_, chunk)) + l_] = e;
+                            float e = moac_expf(moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] - mg);
+                            moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] = e;
                             zg = zg + e;
                         }
                         #pragma acc loop vector
@@ -187,12 +187,12 @@ int moac_decode_gqa_batched_device(const float *restrict Q_, const float *restri
                             for (int32_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
                                 int32_t l_ = c + chunk * g;
                                 float w = V_[i_ * hkv_ * n_ * dv_ + j_ / g_ * n_ * dv_ + l_ * dv_ + k_];
-                                o = o + moac_p[i_ * (g_ * hkv_) * (chunk * moac_ceildiv32(n_, chunk)) + j_ * (chunk * moac_ceildiv32(n_, chunk)) + l_] * w;
+                                o = o + moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] * w;
                             }
-                            moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv32(n_, chunk) * dv_ + j_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + k_] = o;
+                            moac_o_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) * dv_ + j_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + k_] = o;
                         }
-                        moac_m_part[i_ * (g_ * hkv_) * moac_ceildiv32(n_, chunk) + j_ * moac_ceildiv32(n_, chunk) + g] = mg;
-                        moac_z_part[i_ * (g_ * hkv_) * moac_ceildiv32(n_, chunk) + j_ * moac_ceildiv32(n_, chunk) + g] = zg;
+                        moac_m_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) + j_ * (n_ / chunk + (n_ % chunk != 0)) + g] = mg;
+                        moac_z_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) + j_ * (n_ / chunk + (n_ % chunk != 0)) + g] = zg;
                     }
                 }
             }
@@ -200,11 +200,11 @@ int moac_decode_gqa_batched_device(const float *restrict Q_, const float *restri
             #pragma acc parallel loop gang collapse(3) vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_z_part, out_)
             for (int32_t i_ = 0; i_ < B_; ++i_) {  /* DNF frame axis i < B */
                 for (int32_t j_ = 0; j_ < g_ * hkv_; ++j_) {  /* DNF frame axis j < g·hkv */
-                    for (int32_t db = 0; db < moac_ceildiv32(dv_, 8); ++db) {  /* lifted output axis k: ⟨dv⟩ → ⟨⌈dv/8⌉ 8⟩, k = 8·db + r */
+                    for (int32_t db = 0; db < dv_ / 8 + (dv_ % 8 != 0); ++db) {  /* lifted output axis k: ⟨dv⟩ → ⟨⌈dv/8⌉ 8⟩, k = 8·db + r */
                         float M = -INFINITY;
                         #pragma acc loop vector reduction(max:M)
-                        for (int32_t g = 0; g < moac_ceildiv32(n_, chunk); ++g) {  /* global maximum M = max_g m_g */
-                            M = fmaxf(M, moac_m_part[i_ * (g_ * hkv_) * moac_ceildiv32(n_, chunk) + j_ * moac_ceildiv32(n_, chunk) + g]);
+                        for (int32_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* global maximum M = max_g m_g */
+                            M = fmaxf(M, moac_m_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) + j_ * (n_ / chunk + (n_ % chunk != 0)) + g]);
                         }
                         float Z = 0.0f;
                         float o0 = 0.0f;
@@ -216,32 +216,32 @@ int moac_decode_gqa_batched_device(const float *restrict Q_, const float *restri
                         float o6 = 0.0f;
                         float o7 = 0.0f;
                         #pragma acc loop vector reduction(+:Z, o0, o1, o2, o3, o4, o5, o6, o7)
-                        for (int32_t g = 0; g < moac_ceildiv32(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
-                            float e = moac_expf(moac_m_part[i_ * (g_ * hkv_) * moac_ceildiv32(n_, chunk) + j_ * moac_ceildiv32(n_, chunk) + g] - M);
-                            Z = Z + e * moac_z_part[i_ * (g_ * hkv_) * moac_ceildiv32(n_, chunk) + j_ * moac_ceildiv32(n_, chunk) + g];
+                        for (int32_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+                            float e = moac_expf(moac_m_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) + j_ * (n_ / chunk + (n_ % chunk != 0)) + g] - M);
+                            Z = Z + e * moac_z_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) + j_ * (n_ / chunk + (n_ % chunk != 0)) + g];
                             if (8 * db < dv_) {
-                                o0 = o0 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv32(n_, chunk) * dv_ + j_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + 8 * db];
+                                o0 = o0 + e * moac_o_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) * dv_ + j_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + 8 * db];
                             }
                             if (8 * db + 1 < dv_) {
-                                o1 = o1 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv32(n_, chunk) * dv_ + j_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + (8 * db + 1)];
+                                o1 = o1 + e * moac_o_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) * dv_ + j_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 1)];
                             }
                             if (8 * db + 2 < dv_) {
-                                o2 = o2 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv32(n_, chunk) * dv_ + j_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + (8 * db + 2)];
+                                o2 = o2 + e * moac_o_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) * dv_ + j_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 2)];
                             }
                             if (8 * db + 3 < dv_) {
-                                o3 = o3 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv32(n_, chunk) * dv_ + j_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + (8 * db + 3)];
+                                o3 = o3 + e * moac_o_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) * dv_ + j_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 3)];
                             }
                             if (8 * db + 4 < dv_) {
-                                o4 = o4 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv32(n_, chunk) * dv_ + j_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + (8 * db + 4)];
+                                o4 = o4 + e * moac_o_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) * dv_ + j_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 4)];
                             }
                             if (8 * db + 5 < dv_) {
-                                o5 = o5 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv32(n_, chunk) * dv_ + j_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + (8 * db + 5)];
+                                o5 = o5 + e * moac_o_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) * dv_ + j_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 5)];
                             }
                             if (8 * db + 6 < dv_) {
-                                o6 = o6 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv32(n_, chunk) * dv_ + j_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + (8 * db + 6)];
+                                o6 = o6 + e * moac_o_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) * dv_ + j_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 6)];
                             }
                             if (8 * db + 7 < dv_) {
-                                o7 = o7 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv32(n_, chunk) * dv_ + j_ * moac_ceildiv32(n_, chunk) * dv_ + g * dv_ + (8 * db + 7)];
+                                o7 = o7 + e * moac_o_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) * dv_ + j_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 7)];
                             }
                         }
                         if (8 * db < dv_) {
@@ -275,7 +275,7 @@ int moac_decode_gqa_batched_device(const float *restrict Q_, const float *restri
     } else {
         /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
         #pragma acc parallel loop gang collapse(3) vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_p, moac_z_part, K_, Q_, V_)
-        for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
+        for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
             for (int64_t i_ = 0; i_ < B_; ++i_) {  /* DNF frame axis i < B */
                 for (int64_t j_ = 0; j_ < g_ * hkv_; ++j_) {  /* DNF frame axis j < g·hkv */
                     int64_t cn = moac_imin(chunk, n_ - chunk * g);
@@ -298,16 +298,16 @@ int moac_decode_gqa_batched_device(const float *restrict Q_, const float *restri
                             acc4 = acc4 + Q_[i_ * (g_ * hkv_) * dk_ + j_ * dk_ + p_] * K_[i_ * hkv_ * n_ * dk_ + j_ / g_ * n_ * dk_ + t3 * dk_ + p_];
                         }
                         float sc0 = acc1 / sqrtf((float)dk_);
-                        moac_p[i_ * (g_ * hkv_) * (chunk * moac_ceildiv(n_, chunk)) + j_ * (chunk * moac_ceildiv(n_, chunk)) + t0] = sc0;
+                        moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + t0] = sc0;
                         mg = fmaxf(mg, sc0);
                         float sc1 = acc2 / sqrtf((float)dk_);
-                        moac_p[i_ * (g_ * hkv_) * (chunk * moac_ceildiv(n_, chunk)) + j_ * (chunk * moac_ceildiv(n_, chunk)) + t1] = sc1;
+                        moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + t1] = sc1;
                         mg = fmaxf(mg, sc1);
                         float sc2 = acc3 / sqrtf((float)dk_);
-                        moac_p[i_ * (g_ * hkv_) * (chunk * moac_ceildiv(n_, chunk)) + j_ * (chunk * moac_ceildiv(n_, chunk)) + t2] = sc2;
+                        moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + t2] = sc2;
                         mg = fmaxf(mg, sc2);
                         float sc3 = acc4 / sqrtf((float)dk_);
-                        moac_p[i_ * (g_ * hkv_) * (chunk * moac_ceildiv(n_, chunk)) + j_ * (chunk * moac_ceildiv(n_, chunk)) + t3] = sc3;
+                        moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + t3] = sc3;
                         mg = fmaxf(mg, sc3);
                     }
                     #pragma acc loop seq
@@ -319,15 +319,15 @@ int moac_decode_gqa_batched_device(const float *restrict Q_, const float *restri
                             acc5 = acc5 + Q_[i_ * (g_ * hkv_) * dk_ + j_ * dk_ + p_] * K_[i_ * hkv_ * n_ * dk_ + j_ / g_ * n_ * dk_ + l_ * dk_ + p_];
                         }
                         float sc = acc5 / sqrtf((float)dk_);
-                        moac_p[i_ * (g_ * hkv_) * (chunk * moac_ceildiv(n_, chunk)) + j_ * (chunk * moac_ceildiv(n_, chunk)) + l_] = sc;
+                        moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] = sc;
                         mg = fmaxf(mg, sc);
                     }
                     float zg = 0.0f;
                     #pragma acc loop vector reduction(+:zg)
                     for (int64_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
                         int64_t l_ = c + chunk * g;
-                        float e = moac_expf(moac_p[i_ * (g_ * hkv_) * (chunk * moac_ceildiv(n_, chunk)) + j_ * (chunk * moac_ceildiv(n_, chunk)) + l_] - mg);
-                        moac_p[i_ * (g_ * hkv_) * (chunk * moac_ceildiv(n_, chunk)) + j_ * (chunk * moac_ceildiv(n_, chunk)) + l_] = e;
+                        float e = moac_expf(moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] - mg);
+                        moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] = e;
                         zg = zg + e;
                     }
                     #pragma acc loop vector
@@ -337,12 +337,12 @@ int moac_decode_gqa_batched_device(const float *restrict Q_, const float *restri
                         for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
                             int64_t l_ = c + chunk * g;
                             float w = V_[i_ * hkv_ * n_ * dv_ + j_ / g_ * n_ * dv_ + l_ * dv_ + k_];
-                            o = o + moac_p[i_ * (g_ * hkv_) * (chunk * moac_ceildiv(n_, chunk)) + j_ * (chunk * moac_ceildiv(n_, chunk)) + l_] * w;
+                            o = o + moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] * w;
                         }
-                        moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + k_] = o;
+                        moac_o_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) * dv_ + j_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + k_] = o;
                     }
-                    moac_m_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) + j_ * moac_ceildiv(n_, chunk) + g] = mg;
-                    moac_z_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) + j_ * moac_ceildiv(n_, chunk) + g] = zg;
+                    moac_m_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) + j_ * (n_ / chunk + (n_ % chunk != 0)) + g] = mg;
+                    moac_z_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) + j_ * (n_ / chunk + (n_ % chunk != 0)) + g] = zg;
                 }
             }
         }
@@ -350,11 +350,11 @@ int moac_decode_gqa_batched_device(const float *restrict Q_, const float *restri
         #pragma acc parallel loop gang collapse(3) vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_z_part, out_)
         for (int64_t i_ = 0; i_ < B_; ++i_) {  /* DNF frame axis i < B */
             for (int64_t j_ = 0; j_ < g_ * hkv_; ++j_) {  /* DNF frame axis j < g·hkv */
-                for (int64_t db = 0; db < moac_ceildiv(dv_, 8); ++db) {  /* lifted output axis k: ⟨dv⟩ → ⟨⌈dv/8⌉ 8⟩, k = 8·db + r */
+                for (int64_t db = 0; db < dv_ / 8 + (dv_ % 8 != 0); ++db) {  /* lifted output axis k: ⟨dv⟩ → ⟨⌈dv/8⌉ 8⟩, k = 8·db + r */
                     float M = -INFINITY;
                     #pragma acc loop vector reduction(max:M)
-                    for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* global maximum M = max_g m_g */
-                        M = fmaxf(M, moac_m_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) + j_ * moac_ceildiv(n_, chunk) + g]);
+                    for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* global maximum M = max_g m_g */
+                        M = fmaxf(M, moac_m_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) + j_ * (n_ / chunk + (n_ % chunk != 0)) + g]);
                     }
                     float Z = 0.0f;
                     float o0 = 0.0f;
@@ -366,32 +366,32 @@ int moac_decode_gqa_batched_device(const float *restrict Q_, const float *restri
                     float o6 = 0.0f;
                     float o7 = 0.0f;
                     #pragma acc loop vector reduction(+:Z, o0, o1, o2, o3, o4, o5, o6, o7)
-                    for (int64_t g = 0; g < moac_ceildiv(n_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
-                        float e = moac_expf(moac_m_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) + j_ * moac_ceildiv(n_, chunk) + g] - M);
-                        Z = Z + e * moac_z_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) + j_ * moac_ceildiv(n_, chunk) + g];
+                    for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+                        float e = moac_expf(moac_m_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) + j_ * (n_ / chunk + (n_ % chunk != 0)) + g] - M);
+                        Z = Z + e * moac_z_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) + j_ * (n_ / chunk + (n_ % chunk != 0)) + g];
                         if (8 * db < dv_) {
-                            o0 = o0 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + 8 * db];
+                            o0 = o0 + e * moac_o_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) * dv_ + j_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + 8 * db];
                         }
                         if (8 * db + 1 < dv_) {
-                            o1 = o1 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 1)];
+                            o1 = o1 + e * moac_o_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) * dv_ + j_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 1)];
                         }
                         if (8 * db + 2 < dv_) {
-                            o2 = o2 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 2)];
+                            o2 = o2 + e * moac_o_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) * dv_ + j_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 2)];
                         }
                         if (8 * db + 3 < dv_) {
-                            o3 = o3 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 3)];
+                            o3 = o3 + e * moac_o_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) * dv_ + j_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 3)];
                         }
                         if (8 * db + 4 < dv_) {
-                            o4 = o4 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 4)];
+                            o4 = o4 + e * moac_o_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) * dv_ + j_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 4)];
                         }
                         if (8 * db + 5 < dv_) {
-                            o5 = o5 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 5)];
+                            o5 = o5 + e * moac_o_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) * dv_ + j_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 5)];
                         }
                         if (8 * db + 6 < dv_) {
-                            o6 = o6 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 6)];
+                            o6 = o6 + e * moac_o_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) * dv_ + j_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 6)];
                         }
                         if (8 * db + 7 < dv_) {
-                            o7 = o7 + e * moac_o_part[i_ * (g_ * hkv_) * moac_ceildiv(n_, chunk) * dv_ + j_ * moac_ceildiv(n_, chunk) * dv_ + g * dv_ + (8 * db + 7)];
+                            o7 = o7 + e * moac_o_part[i_ * (g_ * hkv_) * (n_ / chunk + (n_ % chunk != 0)) * dv_ + j_ * (n_ / chunk + (n_ % chunk != 0)) * dv_ + g * dv_ + (8 * db + 7)];
                         }
                     }
                     if (8 * db < dv_) {

@@ -65,7 +65,7 @@ extern "C" size_t moac_decode_step_workspace_bytes(int64_t N_, int64_t n_, int64
 {
     int64_t chunk = moac_chunk(n_ + 1, 1);
     (void)chunk;
-    return ((sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(dv_ * moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256);
+    return ((sizeof(float) * (size_t)((n_ + 1) / chunk + ((n_ + 1) % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)((n_ + 1) / chunk + ((n_ + 1) % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(dv_ * ((n_ + 1) / chunk + ((n_ + 1) % chunk != 0))) + 255) / 256 * 256);
 }
 
 /* 1 if every buffer has fewer than 2^31 elements: the kernels index with 32-bit integers. */
@@ -73,7 +73,7 @@ static int moac_decode_step_fits32(int64_t N_, int64_t n_, int64_t dk_, int64_t 
 {
     int64_t chunk = moac_chunk(n_ + 1, 1);
     (void)chunk;
-    return (int64_t)(N_ * dk_) < INT32_MAX && (int64_t)(N_ * dv_) < INT32_MAX && (int64_t)(dk_) < INT32_MAX && (int64_t)(dk_) < INT32_MAX && (int64_t)(dv_) < INT32_MAX && (int64_t)(dv_) < INT32_MAX && (int64_t)(moac_ceildiv(n_ + 1, chunk)) < INT32_MAX && (int64_t)(moac_ceildiv(n_ + 1, chunk)) < INT32_MAX && (int64_t)(dv_ * moac_ceildiv(n_ + 1, chunk)) < INT32_MAX && (int64_t)(chunk * moac_ceildiv(n_ + 1, chunk)) < INT32_MAX && 1;
+    return (int64_t)(N_ * dk_) < INT32_MAX && (int64_t)(N_ * dv_) < INT32_MAX && (int64_t)(dk_) < INT32_MAX && (int64_t)(dk_) < INT32_MAX && (int64_t)(dv_) < INT32_MAX && (int64_t)(dv_) < INT32_MAX && (int64_t)((n_ + 1) / chunk + ((n_ + 1) % chunk != 0)) < INT32_MAX && (int64_t)((n_ + 1) / chunk + ((n_ + 1) % chunk != 0)) < INT32_MAX && (int64_t)(dv_ * ((n_ + 1) / chunk + ((n_ + 1) % chunk != 0))) < INT32_MAX && (int64_t)(chunk * ((n_ + 1) / chunk + ((n_ + 1) % chunk != 0))) < INT32_MAX && 1;
 }
 
 /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(32) moac_decode_step_k1_partials(float *__rest
     const int moac_lane = threadIdx.x;
     extern __shared__ float moac_smem_float[];
     float *moac_p = moac_smem_float;   /* this gang's tile, in shared memory */
-    for (int64_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv(n_ + 1, chunk); moac_gid += gridDim.x) {  /* one block per gang iteration: g */
+    for (int64_t moac_gid = blockIdx.x; moac_gid < (n_ + 1) / chunk + ((n_ + 1) % chunk != 0); moac_gid += gridDim.x) {  /* one block per gang iteration: g */
         const int64_t g = moac_gid;
         int64_t cn = moac_imin(chunk, n_ - chunk * g + 1);
         float mg = -INFINITY;
@@ -157,14 +157,14 @@ __global__ void __launch_bounds__(32) moac_decode_step_k1_partials(float *__rest
 __global__ void __launch_bounds__(32) moac_decode_step_k2_combine(float *__restrict__ moac_m_part, float *__restrict__ moac_o_part, float *__restrict__ moac_z_part, float *__restrict__ out_, int64_t chunk, int64_t dv_, int64_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv(dv_, 8); moac_gid += gridDim.x) {  /* one block per gang iteration: db */
+    for (int64_t moac_gid = blockIdx.x; moac_gid < dv_ / 8 + (dv_ % 8 != 0); moac_gid += gridDim.x) {  /* one block per gang iteration: db */
         const int64_t db = moac_gid;
         float M = -INFINITY;
         if (moac_lane != 0) {
             M = -INFINITY;
         }
         #pragma unroll 4
-        for (int64_t g = moac_lane; g < moac_ceildiv(n_ + 1, chunk); g += 32) {  /* global maximum M = max_g m_g */
+        for (int64_t g = moac_lane; g < (n_ + 1) / chunk + ((n_ + 1) % chunk != 0); g += 32) {  /* global maximum M = max_g m_g */
             M = fmaxf(M, moac_m_part[g]);
         }
         M = moac_warp_max_f32(M);
@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(32) moac_decode_step_k2_combine(float *__restr
             o7 = 0.0f;
         }
         #pragma unroll 4
-        for (int64_t g = moac_lane; g < moac_ceildiv(n_ + 1, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+        for (int64_t g = moac_lane; g < (n_ + 1) / chunk + ((n_ + 1) % chunk != 0); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];
             if (8 * db < dv_) {
@@ -290,9 +290,9 @@ __global__ void __launch_bounds__(32) moac_decode_step_k2_combine(float *__restr
 __global__ void __launch_bounds__(32) moac_decode_step_k3_Kc(float *__restrict__ Kc_, const float *__restrict__ k_, int64_t dk_, int64_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv(dk_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
-        const int64_t i_ = n_ + moac_gid / moac_ceildiv(dk_, 32);
-        const int64_t j_g = moac_gid % moac_ceildiv(dk_, 32);
+    for (int64_t moac_gid = blockIdx.x; moac_gid < dk_ / 32 + (dk_ % 32 != 0); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
+        const int64_t i_ = n_ + moac_gid / (dk_ / 32 + (dk_ % 32 != 0));
+        const int64_t j_g = moac_gid % (dk_ / 32 + (dk_ % 32 != 0));
         /* vector lanes: j = j_g·32 + j_v */
         {
             const int64_t j_v = moac_lane;
@@ -309,9 +309,9 @@ __global__ void __launch_bounds__(32) moac_decode_step_k3_Kc(float *__restrict__
 __global__ void __launch_bounds__(32) moac_decode_step_k4_Vc(float *__restrict__ Vc_, const float *__restrict__ v_, int64_t dv_, int64_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv(dv_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, d_g */
-        const int64_t i_ = n_ + moac_gid / moac_ceildiv(dv_, 32);
-        const int64_t d_g = moac_gid % moac_ceildiv(dv_, 32);
+    for (int64_t moac_gid = blockIdx.x; moac_gid < dv_ / 32 + (dv_ % 32 != 0); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, d_g */
+        const int64_t i_ = n_ + moac_gid / (dv_ / 32 + (dv_ % 32 != 0));
+        const int64_t d_g = moac_gid % (dv_ / 32 + (dv_ % 32 != 0));
         /* vector lanes: d = d_g·32 + d_v */
         {
             const int64_t d_v = moac_lane;
@@ -330,7 +330,7 @@ __global__ void __launch_bounds__(32) moac_decode_step_k1_partials_i32(float *__
     const int moac_lane = threadIdx.x;
     extern __shared__ float moac_smem_float[];
     float *moac_p = moac_smem_float;   /* this gang's tile, in shared memory */
-    for (int32_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv32(n_ + 1, chunk); moac_gid += gridDim.x) {  /* one block per gang iteration: g */
+    for (int32_t moac_gid = blockIdx.x; moac_gid < (n_ + 1) / chunk + ((n_ + 1) % chunk != 0); moac_gid += gridDim.x) {  /* one block per gang iteration: g */
         const int32_t g = moac_gid;
         int32_t cn = moac_imin32(chunk, n_ - chunk * g + 1);
         float mg = -INFINITY;
@@ -405,14 +405,14 @@ __global__ void __launch_bounds__(32) moac_decode_step_k1_partials_i32(float *__
 __global__ void __launch_bounds__(32) moac_decode_step_k2_combine_i32(float *__restrict__ moac_m_part, float *__restrict__ moac_o_part, float *__restrict__ moac_z_part, float *__restrict__ out_, int32_t chunk, int32_t dv_, int32_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv32(dv_, 8); moac_gid += gridDim.x) {  /* one block per gang iteration: db */
+    for (int32_t moac_gid = blockIdx.x; moac_gid < dv_ / 8 + (dv_ % 8 != 0); moac_gid += gridDim.x) {  /* one block per gang iteration: db */
         const int32_t db = moac_gid;
         float M = -INFINITY;
         if (moac_lane != 0) {
             M = -INFINITY;
         }
         #pragma unroll 4
-        for (int32_t g = moac_lane; g < moac_ceildiv32(n_ + 1, chunk); g += 32) {  /* global maximum M = max_g m_g */
+        for (int32_t g = moac_lane; g < (n_ + 1) / chunk + ((n_ + 1) % chunk != 0); g += 32) {  /* global maximum M = max_g m_g */
             M = fmaxf(M, moac_m_part[g]);
         }
         M = moac_warp_max_f32(M);
@@ -438,7 +438,7 @@ __global__ void __launch_bounds__(32) moac_decode_step_k2_combine_i32(float *__r
             o7 = 0.0f;
         }
         #pragma unroll 4
-        for (int32_t g = moac_lane; g < moac_ceildiv32(n_ + 1, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+        for (int32_t g = moac_lane; g < (n_ + 1) / chunk + ((n_ + 1) % chunk != 0); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];
             if (8 * db < dv_) {
@@ -538,9 +538,9 @@ __global__ void __launch_bounds__(32) moac_decode_step_k2_combine_i32(float *__r
 __global__ void __launch_bounds__(32) moac_decode_step_k3_Kc_i32(float *__restrict__ Kc_, const float *__restrict__ k_, int32_t dk_, int32_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv32(dk_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
-        const int32_t i_ = n_ + moac_gid / moac_ceildiv32(dk_, 32);
-        const int32_t j_g = moac_gid % moac_ceildiv32(dk_, 32);
+    for (int32_t moac_gid = blockIdx.x; moac_gid < dk_ / 32 + (dk_ % 32 != 0); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
+        const int32_t i_ = n_ + moac_gid / (dk_ / 32 + (dk_ % 32 != 0));
+        const int32_t j_g = moac_gid % (dk_ / 32 + (dk_ % 32 != 0));
         /* vector lanes: j = j_g·32 + j_v */
         {
             const int32_t j_v = moac_lane;
@@ -557,9 +557,9 @@ __global__ void __launch_bounds__(32) moac_decode_step_k3_Kc_i32(float *__restri
 __global__ void __launch_bounds__(32) moac_decode_step_k4_Vc_i32(float *__restrict__ Vc_, const float *__restrict__ v_, int32_t dv_, int32_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv32(dv_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, d_g */
-        const int32_t i_ = n_ + moac_gid / moac_ceildiv32(dv_, 32);
-        const int32_t d_g = moac_gid % moac_ceildiv32(dv_, 32);
+    for (int32_t moac_gid = blockIdx.x; moac_gid < dv_ / 32 + (dv_ % 32 != 0); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, d_g */
+        const int32_t i_ = n_ + moac_gid / (dv_ / 32 + (dv_ % 32 != 0));
+        const int32_t d_g = moac_gid % (dv_ / 32 + (dv_ % 32 != 0));
         /* vector lanes: d = d_g·32 + d_v */
         {
             const int32_t d_v = moac_lane;
@@ -590,11 +590,11 @@ extern "C" int moac_decode_step_device(float *__restrict__ Kc_, float *__restric
         return 1;
     size_t ws_off = 0;
     float *moac_m_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)((n_ + 1) / chunk + ((n_ + 1) % chunk != 0)) + 255) / 256 * 256;
     float *moac_z_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)((n_ + 1) / chunk + ((n_ + 1) % chunk != 0)) + 255) / 256 * 256;
     float *moac_o_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(dv_ * moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(dv_ * ((n_ + 1) / chunk + ((n_ + 1) % chunk != 0))) + 255) / 256 * 256;
     if (moac_decode_step_fits32(N_, n_, dk_, dv_)) {    /* every buffer has fewer than 2^31 elements */
         const int64_t moac_wide_N_ = N_;
         const int64_t moac_wide_n_ = n_;
@@ -609,42 +609,42 @@ extern "C" int moac_decode_step_device(float *__restrict__ Kc_, float *__restric
             const int32_t chunk = (int32_t)moac_wide_chunk;
             (void)N_; (void)n_; (void)dk_; (void)dv_; (void)chunk;
             /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
-            if (moac_ceildiv32(n_ + 1, chunk) > 0) {
+            if ((n_ + 1) / chunk + ((n_ + 1) % chunk != 0) > 0) {
                 if (sizeof(float) * (size_t)(chunk) > 49152)
                     cudaFuncSetAttribute(moac_decode_step_k1_partials_i32, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(sizeof(float) * (size_t)(chunk)));
-                moac_decode_step_k1_partials_i32<<<(unsigned)(moac_ceildiv32(n_ + 1, chunk) < 2147483647 ? moac_ceildiv32(n_ + 1, chunk) : 2147483647), 32, sizeof(float) * (size_t)(chunk), moac_stream>>>(Kc_, Vc_, k_, moac_m_part, moac_o_part, moac_z_part, q_, v_, chunk, dk_, dv_, n_);
+                moac_decode_step_k1_partials_i32<<<(unsigned)((n_ + 1) / chunk + ((n_ + 1) % chunk != 0) < 2147483647 ? (n_ + 1) / chunk + ((n_ + 1) % chunk != 0) : 2147483647), 32, sizeof(float) * (size_t)(chunk), moac_stream>>>(Kc_, Vc_, k_, moac_m_part, moac_o_part, moac_z_part, q_, v_, chunk, dk_, dv_, n_);
             }
             /* kernel k2_combine: log-sum-exp merge of the chunk partials */
-            if (moac_ceildiv32(dv_, 8) > 0) {
-                moac_decode_step_k2_combine_i32<<<(unsigned)(moac_ceildiv32(dv_, 8) < 2147483647 ? moac_ceildiv32(dv_, 8) : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, dv_, n_);
+            if (dv_ / 8 + (dv_ % 8 != 0) > 0) {
+                moac_decode_step_k2_combine_i32<<<(unsigned)(dv_ / 8 + (dv_ % 8 != 0) < 2147483647 ? dv_ / 8 + (dv_ % 8 != 0) : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, dv_, n_);
             }
             /* kernel k3_Kc: Kc: update, lanes over j */
-            if (moac_ceildiv32(dk_, 32) > 0) {
-                moac_decode_step_k3_Kc_i32<<<(unsigned)(moac_ceildiv32(dk_, 32) < 2147483647 ? moac_ceildiv32(dk_, 32) : 2147483647), 32, 0, moac_stream>>>(Kc_, k_, dk_, n_);
+            if (dk_ / 32 + (dk_ % 32 != 0) > 0) {
+                moac_decode_step_k3_Kc_i32<<<(unsigned)(dk_ / 32 + (dk_ % 32 != 0) < 2147483647 ? dk_ / 32 + (dk_ % 32 != 0) : 2147483647), 32, 0, moac_stream>>>(Kc_, k_, dk_, n_);
             }
             /* kernel k4_Vc: Vc: update, lanes over d */
-            if (moac_ceildiv32(dv_, 32) > 0) {
-                moac_decode_step_k4_Vc_i32<<<(unsigned)(moac_ceildiv32(dv_, 32) < 2147483647 ? moac_ceildiv32(dv_, 32) : 2147483647), 32, 0, moac_stream>>>(Vc_, v_, dv_, n_);
+            if (dv_ / 32 + (dv_ % 32 != 0) > 0) {
+                moac_decode_step_k4_Vc_i32<<<(unsigned)(dv_ / 32 + (dv_ % 32 != 0) < 2147483647 ? dv_ / 32 + (dv_ % 32 != 0) : 2147483647), 32, 0, moac_stream>>>(Vc_, v_, dv_, n_);
             }
         }
     } else {
         /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
-        if (moac_ceildiv(n_ + 1, chunk) > 0) {
+        if ((n_ + 1) / chunk + ((n_ + 1) % chunk != 0) > 0) {
             if (sizeof(float) * (size_t)(chunk) > 49152)
                 cudaFuncSetAttribute(moac_decode_step_k1_partials, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(sizeof(float) * (size_t)(chunk)));
-            moac_decode_step_k1_partials<<<(unsigned)(moac_ceildiv(n_ + 1, chunk) < 2147483647 ? moac_ceildiv(n_ + 1, chunk) : 2147483647), 32, sizeof(float) * (size_t)(chunk), moac_stream>>>(Kc_, Vc_, k_, moac_m_part, moac_o_part, moac_z_part, q_, v_, chunk, dk_, dv_, n_);
+            moac_decode_step_k1_partials<<<(unsigned)((n_ + 1) / chunk + ((n_ + 1) % chunk != 0) < 2147483647 ? (n_ + 1) / chunk + ((n_ + 1) % chunk != 0) : 2147483647), 32, sizeof(float) * (size_t)(chunk), moac_stream>>>(Kc_, Vc_, k_, moac_m_part, moac_o_part, moac_z_part, q_, v_, chunk, dk_, dv_, n_);
         }
         /* kernel k2_combine: log-sum-exp merge of the chunk partials */
-        if (moac_ceildiv(dv_, 8) > 0) {
-            moac_decode_step_k2_combine<<<(unsigned)(moac_ceildiv(dv_, 8) < 2147483647 ? moac_ceildiv(dv_, 8) : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, dv_, n_);
+        if (dv_ / 8 + (dv_ % 8 != 0) > 0) {
+            moac_decode_step_k2_combine<<<(unsigned)(dv_ / 8 + (dv_ % 8 != 0) < 2147483647 ? dv_ / 8 + (dv_ % 8 != 0) : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, dv_, n_);
         }
         /* kernel k3_Kc: Kc: update, lanes over j */
-        if (moac_ceildiv(dk_, 32) > 0) {
-            moac_decode_step_k3_Kc<<<(unsigned)(moac_ceildiv(dk_, 32) < 2147483647 ? moac_ceildiv(dk_, 32) : 2147483647), 32, 0, moac_stream>>>(Kc_, k_, dk_, n_);
+        if (dk_ / 32 + (dk_ % 32 != 0) > 0) {
+            moac_decode_step_k3_Kc<<<(unsigned)(dk_ / 32 + (dk_ % 32 != 0) < 2147483647 ? dk_ / 32 + (dk_ % 32 != 0) : 2147483647), 32, 0, moac_stream>>>(Kc_, k_, dk_, n_);
         }
         /* kernel k4_Vc: Vc: update, lanes over d */
-        if (moac_ceildiv(dv_, 32) > 0) {
-            moac_decode_step_k4_Vc<<<(unsigned)(moac_ceildiv(dv_, 32) < 2147483647 ? moac_ceildiv(dv_, 32) : 2147483647), 32, 0, moac_stream>>>(Vc_, v_, dv_, n_);
+        if (dv_ / 32 + (dv_ % 32 != 0) > 0) {
+            moac_decode_step_k4_Vc<<<(unsigned)(dv_ / 32 + (dv_ % 32 != 0) < 2147483647 ? dv_ / 32 + (dv_ % 32 != 0) : 2147483647), 32, 0, moac_stream>>>(Vc_, v_, dv_, n_);
         }
     }
     if (own)

@@ -65,7 +65,7 @@ size_t moac_decode_step_workspace_bytes(int64_t N_, int64_t n_, int64_t dk_, int
 {
     int64_t chunk = moac_chunk(n_ + 1, 1);
     (void)chunk;
-    return ((sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(dv_ * moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256);
+    return ((sizeof(float) * (size_t)((n_ + 1) / chunk + ((n_ + 1) % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)((n_ + 1) / chunk + ((n_ + 1) % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(dv_ * ((n_ + 1) / chunk + ((n_ + 1) % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * ((n_ + 1) / chunk + ((n_ + 1) % chunk != 0))) + 255) / 256 * 256);
 }
 
 /* 1 if every buffer has fewer than 2^31 elements: the kernels index with 32-bit integers. */
@@ -73,7 +73,7 @@ static int moac_decode_step_fits32(int64_t N_, int64_t n_, int64_t dk_, int64_t 
 {
     int64_t chunk = moac_chunk(n_ + 1, 1);
     (void)chunk;
-    return (int64_t)(N_ * dk_) < INT32_MAX && (int64_t)(N_ * dv_) < INT32_MAX && (int64_t)(dk_) < INT32_MAX && (int64_t)(dk_) < INT32_MAX && (int64_t)(dv_) < INT32_MAX && (int64_t)(dv_) < INT32_MAX && (int64_t)(moac_ceildiv(n_ + 1, chunk)) < INT32_MAX && (int64_t)(moac_ceildiv(n_ + 1, chunk)) < INT32_MAX && (int64_t)(dv_ * moac_ceildiv(n_ + 1, chunk)) < INT32_MAX && (int64_t)(chunk * moac_ceildiv(n_ + 1, chunk)) < INT32_MAX && 1;
+    return (int64_t)(N_ * dk_) < INT32_MAX && (int64_t)(N_ * dv_) < INT32_MAX && (int64_t)(dk_) < INT32_MAX && (int64_t)(dk_) < INT32_MAX && (int64_t)(dv_) < INT32_MAX && (int64_t)(dv_) < INT32_MAX && (int64_t)((n_ + 1) / chunk + ((n_ + 1) % chunk != 0)) < INT32_MAX && (int64_t)((n_ + 1) / chunk + ((n_ + 1) % chunk != 0)) < INT32_MAX && (int64_t)(dv_ * ((n_ + 1) / chunk + ((n_ + 1) % chunk != 0))) < INT32_MAX && (int64_t)(chunk * ((n_ + 1) / chunk + ((n_ + 1) % chunk != 0))) < INT32_MAX && 1;
 }
 
 /* The computation for arrays that live on the device: every pointer argument is a
@@ -98,13 +98,13 @@ int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const floa
     }
     size_t ws_off = 0;
     float *moac_m_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)((n_ + 1) / chunk + ((n_ + 1) % chunk != 0)) + 255) / 256 * 256;
     float *moac_z_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)((n_ + 1) / chunk + ((n_ + 1) % chunk != 0)) + 255) / 256 * 256;
     float *moac_o_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(dv_ * moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(dv_ * ((n_ + 1) / chunk + ((n_ + 1) % chunk != 0))) + 255) / 256 * 256;
     float *moac_p = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(chunk * moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(chunk * ((n_ + 1) / chunk + ((n_ + 1) % chunk != 0))) + 255) / 256 * 256;
     (void)ws_off;
     if (moac_decode_step_fits32(N_, n_, dk_, dv_)) {    /* every buffer has fewer than 2^31 elements */
         const int64_t moac_wide_N_ = N_;
@@ -121,7 +121,7 @@ int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const floa
             (void)N_; (void)n_; (void)dk_; (void)dv_; (void)chunk;
             /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
             #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_p, moac_z_part, Kc_, Vc_, k_, q_, v_)
-            for (int32_t g = 0; g < moac_ceildiv32(n_ + 1, chunk); ++g) {  /* lifted token axis: ⟨n + 1⟩ → ⟨⌈n + 1/chunk⌉ chunk⟩, i = g·chunk + c */
+            for (int32_t g = 0; g < (n_ + 1) / chunk + ((n_ + 1) % chunk != 0); ++g) {  /* lifted token axis: ⟨n + 1⟩ → ⟨⌈n + 1/chunk⌉ chunk⟩, i = g·chunk + c */
                 int32_t cn = moac_imin32(chunk, n_ - chunk * g + 1);
                 float mg = -INFINITY;
                 #pragma acc loop seq
@@ -177,10 +177,10 @@ int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const floa
             }
             /* kernel k2_combine: log-sum-exp merge of the chunk partials */
             #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_z_part, out_)
-            for (int32_t db = 0; db < moac_ceildiv32(dv_, 8); ++db) {  /* lifted output axis d: ⟨dv⟩ → ⟨⌈dv/8⌉ 8⟩, d = 8·db + r */
+            for (int32_t db = 0; db < dv_ / 8 + (dv_ % 8 != 0); ++db) {  /* lifted output axis d: ⟨dv⟩ → ⟨⌈dv/8⌉ 8⟩, d = 8·db + r */
                 float M = -INFINITY;
                 #pragma acc loop vector reduction(max:M)
-                for (int32_t g = 0; g < moac_ceildiv32(n_ + 1, chunk); ++g) {  /* global maximum M = max_g m_g */
+                for (int32_t g = 0; g < (n_ + 1) / chunk + ((n_ + 1) % chunk != 0); ++g) {  /* global maximum M = max_g m_g */
                     M = fmaxf(M, moac_m_part[g]);
                 }
                 float Z = 0.0f;
@@ -193,7 +193,7 @@ int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const floa
                 float o6 = 0.0f;
                 float o7 = 0.0f;
                 #pragma acc loop vector reduction(+:Z, o0, o1, o2, o3, o4, o5, o6, o7)
-                for (int32_t g = 0; g < moac_ceildiv32(n_ + 1, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+                for (int32_t g = 0; g < (n_ + 1) / chunk + ((n_ + 1) % chunk != 0); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
                     float e = moac_expf(moac_m_part[g] - M);
                     Z = Z + e * moac_z_part[g];
                     if (8 * db < dv_) {
@@ -249,7 +249,7 @@ int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const floa
             /* kernel k3_Kc: Kc: update, lanes over j */
             #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(Kc_, k_)
             for (int32_t i_ = n_; i_ < n_ + 1; ++i_) {  /* DNF axis i < n + 1, from n (rows before are unchanged) */
-                for (int32_t j_g = 0; j_g < moac_ceildiv32(dk_, 32); ++j_g) {  /* lifted DNF axis j: ⟨dk⟩ → ⟨⌈dk/32⌉ 32⟩ */
+                for (int32_t j_g = 0; j_g < dk_ / 32 + (dk_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨dk⟩ → ⟨⌈dk/32⌉ 32⟩ */
                     #pragma acc loop vector
                     for (int32_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                         int32_t j_ = 32 * j_g + j_v;
@@ -262,7 +262,7 @@ int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const floa
             /* kernel k4_Vc: Vc: update, lanes over d */
             #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(Vc_, v_)
             for (int32_t i_ = n_; i_ < n_ + 1; ++i_) {  /* DNF axis i < n + 1, from n (rows before are unchanged) */
-                for (int32_t d_g = 0; d_g < moac_ceildiv32(dv_, 32); ++d_g) {  /* lifted DNF axis d: ⟨dv⟩ → ⟨⌈dv/32⌉ 32⟩ */
+                for (int32_t d_g = 0; d_g < dv_ / 32 + (dv_ % 32 != 0); ++d_g) {  /* lifted DNF axis d: ⟨dv⟩ → ⟨⌈dv/32⌉ 32⟩ */
                     #pragma acc loop vector
                     for (int32_t d_v = 0; d_v < 32; ++d_v) {  /* vector lanes: d = d_g·32 + d_v */
                         int32_t d_ = 32 * d_g + d_v;
@@ -276,7 +276,7 @@ int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const floa
     } else {
         /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
         #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_p, moac_z_part, Kc_, Vc_, k_, q_, v_)
-        for (int64_t g = 0; g < moac_ceildiv(n_ + 1, chunk); ++g) {  /* lifted token axis: ⟨n + 1⟩ → ⟨⌈n + 1/chunk⌉ chunk⟩, i = g·chunk + c */
+        for (int64_t g = 0; g < (n_ + 1) / chunk + ((n_ + 1) % chunk != 0); ++g) {  /* lifted token axis: ⟨n + 1⟩ → ⟨⌈n + 1/chunk⌉ chunk⟩, i = g·chunk + c */
             int64_t cn = moac_imin(chunk, n_ - chunk * g + 1);
             float mg = -INFINITY;
             #pragma acc loop seq
@@ -332,10 +332,10 @@ int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const floa
         }
         /* kernel k2_combine: log-sum-exp merge of the chunk partials */
         #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_z_part, out_)
-        for (int64_t db = 0; db < moac_ceildiv(dv_, 8); ++db) {  /* lifted output axis d: ⟨dv⟩ → ⟨⌈dv/8⌉ 8⟩, d = 8·db + r */
+        for (int64_t db = 0; db < dv_ / 8 + (dv_ % 8 != 0); ++db) {  /* lifted output axis d: ⟨dv⟩ → ⟨⌈dv/8⌉ 8⟩, d = 8·db + r */
             float M = -INFINITY;
             #pragma acc loop vector reduction(max:M)
-            for (int64_t g = 0; g < moac_ceildiv(n_ + 1, chunk); ++g) {  /* global maximum M = max_g m_g */
+            for (int64_t g = 0; g < (n_ + 1) / chunk + ((n_ + 1) % chunk != 0); ++g) {  /* global maximum M = max_g m_g */
                 M = fmaxf(M, moac_m_part[g]);
             }
             float Z = 0.0f;
@@ -348,7 +348,7 @@ int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const floa
             float o6 = 0.0f;
             float o7 = 0.0f;
             #pragma acc loop vector reduction(+:Z, o0, o1, o2, o3, o4, o5, o6, o7)
-            for (int64_t g = 0; g < moac_ceildiv(n_ + 1, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+            for (int64_t g = 0; g < (n_ + 1) / chunk + ((n_ + 1) % chunk != 0); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
                 float e = moac_expf(moac_m_part[g] - M);
                 Z = Z + e * moac_z_part[g];
                 if (8 * db < dv_) {
@@ -404,7 +404,7 @@ int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const floa
         /* kernel k3_Kc: Kc: update, lanes over j */
         #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(Kc_, k_)
         for (int64_t i_ = n_; i_ < n_ + 1; ++i_) {  /* DNF axis i < n + 1, from n (rows before are unchanged) */
-            for (int64_t j_g = 0; j_g < moac_ceildiv(dk_, 32); ++j_g) {  /* lifted DNF axis j: ⟨dk⟩ → ⟨⌈dk/32⌉ 32⟩ */
+            for (int64_t j_g = 0; j_g < dk_ / 32 + (dk_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨dk⟩ → ⟨⌈dk/32⌉ 32⟩ */
                 #pragma acc loop vector
                 for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                     int64_t j_ = 32 * j_g + j_v;
@@ -417,7 +417,7 @@ int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const floa
         /* kernel k4_Vc: Vc: update, lanes over d */
         #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(Vc_, v_)
         for (int64_t i_ = n_; i_ < n_ + 1; ++i_) {  /* DNF axis i < n + 1, from n (rows before are unchanged) */
-            for (int64_t d_g = 0; d_g < moac_ceildiv(dv_, 32); ++d_g) {  /* lifted DNF axis d: ⟨dv⟩ → ⟨⌈dv/32⌉ 32⟩ */
+            for (int64_t d_g = 0; d_g < dv_ / 32 + (dv_ % 32 != 0); ++d_g) {  /* lifted DNF axis d: ⟨dv⟩ → ⟨⌈dv/32⌉ 32⟩ */
                 #pragma acc loop vector
                 for (int64_t d_v = 0; d_v < 32; ++d_v) {  /* vector lanes: d = d_g·32 + d_v */
                     int64_t d_ = 32 * d_g + d_v;

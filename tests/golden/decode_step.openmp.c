@@ -27,11 +27,15 @@ static inline float moac_f16_to_f32(uint16_t h) {
     else u = sign | ((e + 112) << 23) | (m << 13);
     union { uint32_t u; float f; } v; v.u = u; return v.f;
 }
+/* SIMD lanes call libmvec's vector exp2f (declared by glibc only under -ffast-math) */
+#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
+float exp2f(float) __attribute__((simd("notinbranch")));
+#endif
 /* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that
  * keeps at most 1024 chunks per frame (the combine folds them with lanes over the chunks)
- * and about 16384 gangs in all (this target's choice) */
+ * and about 256 gangs in all (this target's choice) */
 static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
-    int64_t by_chunks = (tokens + 1023) / 1024, by_gangs = (tokens * frames + 16383) / 16384;
+    int64_t by_chunks = (tokens + 1023) / 1024, by_gangs = (tokens * frames + 255) / 256;
     int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = 16;
     while (c < want && c < 1024) c *= 2;
     return c;
@@ -42,30 +46,36 @@ size_t moac_decode_step_workspace_bytes(int64_t N_, int64_t n_, int64_t dk_, int
 {
     int64_t chunk = moac_chunk(n_ + 1, 1);
     (void)chunk;
-    return ((sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(dv_ * moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256);
+    return ((sizeof(float) * (size_t)((n_ + 1) / chunk + ((n_ + 1) % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)((n_ + 1) / chunk + ((n_ + 1) % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(dv_ * ((n_ + 1) / chunk + ((n_ + 1) % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * ((n_ + 1) / chunk + ((n_ + 1) % chunk != 0))) + 255) / 256 * 256);
 }
 
-/* Returns 0 on success, 1 if scratch memory could not be allocated. */
-int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *restrict q_, const float *restrict k_, const float *restrict v_, float *restrict out_, int64_t N_, int64_t n_, int64_t dk_, int64_t dv_)
+/* Scratch lives in `workspace` (moac_decode_step_workspace_bytes() bytes, any alignment of 4 bytes);
+ * with workspace == NULL it is allocated and freed here.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_decode_step_with_workspace(float *restrict Kc_, float *restrict Vc_, const float *restrict q_, const float *restrict k_, const float *restrict v_, float *restrict out_, int64_t N_, int64_t n_, int64_t dk_, int64_t dv_, void *workspace)
 {
     int64_t chunk = moac_chunk(n_ + 1, 1);
     size_t ws_bytes = moac_decode_step_workspace_bytes(N_, n_, dk_, dv_);
-    char *ws = malloc(ws_bytes + 1);
-    if (!ws)
-        return 1;
+    char *ws = workspace;
+    int own = !ws;
+    if (own) {
+        ws = malloc(ws_bytes + 1);
+        if (!ws)
+            return 1;
+    }
     size_t ws_off = 0;
     float *moac_m_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)((n_ + 1) / chunk + ((n_ + 1) % chunk != 0)) + 255) / 256 * 256;
     float *moac_z_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)((n_ + 1) / chunk + ((n_ + 1) % chunk != 0)) + 255) / 256 * 256;
     float *moac_o_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(dv_ * moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(dv_ * ((n_ + 1) / chunk + ((n_ + 1) % chunk != 0))) + 255) / 256 * 256;
     float *moac_p = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(chunk * moac_ceildiv(n_ + 1, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(chunk * ((n_ + 1) / chunk + ((n_ + 1) % chunk != 0))) + 255) / 256 * 256;
     (void)ws_off;
     /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
     #pragma omp parallel for schedule(static)
-    for (int64_t g = 0; g < moac_ceildiv(n_ + 1, chunk); ++g) {  /* lifted token axis: ⟨n + 1⟩ → ⟨⌈n + 1/chunk⌉ chunk⟩, i = g·chunk + c */
+    for (int64_t g = 0; g < (n_ + 1) / chunk + ((n_ + 1) % chunk != 0); ++g) {  /* lifted token axis: ⟨n + 1⟩ → ⟨⌈n + 1/chunk⌉ chunk⟩, i = g·chunk + c */
         int64_t cn = moac_imin(chunk, n_ - chunk * g + 1);
         float mg = -INFINITY;
         for (int64_t c = 0; c < cn; ++c) {  /* pass 1: token i = g·chunk + c, score and chunk maximum */
@@ -95,17 +105,18 @@ int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *rest
             moac_p[i_] = e;
             zg = zg + e;
         }
+        #pragma omp simd
         for (int64_t d_ = 0; d_ < dv_; ++d_) {  /* vector lanes over DNF axis d < dv */
             float o = 0.0f;
             for (int64_t c = 0; c < cn; ++c) {  /* Σ over the chunk's tokens */
                 int64_t i_ = c + chunk * g;
-                float sel16;
+                float sel18;
                 if (i_ < n_) {
-                    sel16 = Vc_[i_ * dv_ + d_];
+                    sel18 = Vc_[i_ * dv_ + d_];
                 } else {
-                    sel16 = v_[d_];
+                    sel18 = v_[d_];
                 }
-                float w = sel16;
+                float w = sel18;
                 o = o + moac_p[i_] * w;
             }
             moac_o_part[g * dv_ + d_] = o;
@@ -115,9 +126,9 @@ int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *rest
     }
     /* kernel k2_combine: log-sum-exp merge of the chunk partials */
     #pragma omp parallel for schedule(static)
-    for (int64_t db = 0; db < moac_ceildiv(dv_, 8); ++db) {  /* lifted output axis d: ⟨dv⟩ → ⟨⌈dv/8⌉ 8⟩, d = 8·db + r */
+    for (int64_t db = 0; db < dv_ / 8 + (dv_ % 8 != 0); ++db) {  /* lifted output axis d: ⟨dv⟩ → ⟨⌈dv/8⌉ 8⟩, d = 8·db + r */
         float M = -INFINITY;
-        for (int64_t g = 0; g < moac_ceildiv(n_ + 1, chunk); ++g) {  /* global maximum M = max_g m_g */
+        for (int64_t g = 0; g < (n_ + 1) / chunk + ((n_ + 1) % chunk != 0); ++g) {  /* global maximum M = max_g m_g */
             M = fmaxf(M, moac_m_part[g]);
         }
         float Z = 0.0f;
@@ -129,7 +140,7 @@ int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *rest
         float o5 = 0.0f;
         float o6 = 0.0f;
         float o7 = 0.0f;
-        for (int64_t g = 0; g < moac_ceildiv(n_ + 1, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+        for (int64_t g = 0; g < (n_ + 1) / chunk + ((n_ + 1) % chunk != 0); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];
             if (8 * db < dv_) {
@@ -185,7 +196,8 @@ int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *rest
     /* kernel k3_Kc: Kc: update, lanes over j */
     #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t i_ = n_; i_ < n_ + 1; ++i_) {  /* DNF axis i < n + 1, from n (rows before are unchanged) */
-        for (int64_t j_g = 0; j_g < moac_ceildiv(dk_, 32); ++j_g) {  /* lifted DNF axis j: ⟨dk⟩ → ⟨⌈dk/32⌉ 32⟩ */
+        for (int64_t j_g = 0; j_g < dk_ / 32 + (dk_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨dk⟩ → ⟨⌈dk/32⌉ 32⟩ */
+            #pragma omp simd
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                 int64_t j_ = 32 * j_g + j_v;
                 if (j_ < dk_) {
@@ -197,7 +209,8 @@ int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *rest
     /* kernel k4_Vc: Vc: update, lanes over d */
     #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t i_ = n_; i_ < n_ + 1; ++i_) {  /* DNF axis i < n + 1, from n (rows before are unchanged) */
-        for (int64_t d_g = 0; d_g < moac_ceildiv(dv_, 32); ++d_g) {  /* lifted DNF axis d: ⟨dv⟩ → ⟨⌈dv/32⌉ 32⟩ */
+        for (int64_t d_g = 0; d_g < dv_ / 32 + (dv_ % 32 != 0); ++d_g) {  /* lifted DNF axis d: ⟨dv⟩ → ⟨⌈dv/32⌉ 32⟩ */
+            #pragma omp simd
             for (int64_t d_v = 0; d_v < 32; ++d_v) {  /* vector lanes: d = d_g·32 + d_v */
                 int64_t d_ = 32 * d_g + d_v;
                 if (d_ < dv_) {
@@ -206,6 +219,14 @@ int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *rest
             }
         }
     }
-    free(ws);
+    if (own)
+        free(ws);
     return 0;
+}
+
+/* The same with scratch allocated and freed here.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *restrict q_, const float *restrict k_, const float *restrict v_, float *restrict out_, int64_t N_, int64_t n_, int64_t dk_, int64_t dv_)
+{
+    return moac_decode_step_with_workspace(Kc_, Vc_, q_, k_, v_, out_, N_, n_, dk_, dv_, NULL);
 }

@@ -65,7 +65,7 @@ extern "C" size_t moac_decode_window_workspace_bytes(int64_t n_, int64_t w_, int
 {
     int64_t chunk = moac_chunk(w_, 1);
     (void)chunk;
-    return ((sizeof(float) * (size_t)(moac_ceildiv(w_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(moac_ceildiv(w_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(dv_ * moac_ceildiv(w_, chunk)) + 255) / 256 * 256);
+    return ((sizeof(float) * (size_t)(w_ / chunk + (w_ % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(w_ / chunk + (w_ % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(dv_ * (w_ / chunk + (w_ % chunk != 0))) + 255) / 256 * 256);
 }
 
 /* 1 if every buffer has fewer than 2^31 elements: the kernels index with 32-bit integers. */
@@ -73,7 +73,7 @@ static int moac_decode_window_fits32(int64_t n_, int64_t w_, int64_t dk_, int64_
 {
     int64_t chunk = moac_chunk(w_, 1);
     (void)chunk;
-    return (int64_t)(dk_) < INT32_MAX && (int64_t)(dk_ * n_) < INT32_MAX && (int64_t)(dv_ * n_) < INT32_MAX && (int64_t)(dv_) < INT32_MAX && (int64_t)(moac_ceildiv(w_, chunk)) < INT32_MAX && (int64_t)(moac_ceildiv(w_, chunk)) < INT32_MAX && (int64_t)(dv_ * moac_ceildiv(w_, chunk)) < INT32_MAX && (int64_t)(chunk * moac_ceildiv(w_, chunk)) < INT32_MAX && 1;
+    return (int64_t)(dk_) < INT32_MAX && (int64_t)(dk_ * n_) < INT32_MAX && (int64_t)(dv_ * n_) < INT32_MAX && (int64_t)(dv_) < INT32_MAX && (int64_t)(w_ / chunk + (w_ % chunk != 0)) < INT32_MAX && (int64_t)(w_ / chunk + (w_ % chunk != 0)) < INT32_MAX && (int64_t)(dv_ * (w_ / chunk + (w_ % chunk != 0))) < INT32_MAX && (int64_t)(chunk * (w_ / chunk + (w_ % chunk != 0))) < INT32_MAX && 1;
 }
 
 /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(32) moac_decode_window_k1_partials(const float
     const int moac_lane = threadIdx.x;
     extern __shared__ float moac_smem_float[];
     float *moac_p = moac_smem_float;   /* this gang's tile, in shared memory */
-    for (int64_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv(w_, chunk); moac_gid += gridDim.x) {  /* one block per gang iteration: g */
+    for (int64_t moac_gid = blockIdx.x; moac_gid < w_ / chunk + (w_ % chunk != 0); moac_gid += gridDim.x) {  /* one block per gang iteration: g */
         const int64_t g = moac_gid;
         int64_t cn = moac_imin(chunk, w_ - chunk * g);
         float mg = -INFINITY;
@@ -187,14 +187,14 @@ __global__ void __launch_bounds__(32) moac_decode_window_k1_partials(const float
 __global__ void __launch_bounds__(32) moac_decode_window_k2_combine(float *__restrict__ moac_m_part, float *__restrict__ moac_o_part, float *__restrict__ moac_z_part, float *__restrict__ out_, int64_t chunk, int64_t dv_, int64_t w_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv(dv_, 8); moac_gid += gridDim.x) {  /* one block per gang iteration: db */
+    for (int64_t moac_gid = blockIdx.x; moac_gid < dv_ / 8 + (dv_ % 8 != 0); moac_gid += gridDim.x) {  /* one block per gang iteration: db */
         const int64_t db = moac_gid;
         float M = -INFINITY;
         if (moac_lane != 0) {
             M = -INFINITY;
         }
         #pragma unroll 4
-        for (int64_t g = moac_lane; g < moac_ceildiv(w_, chunk); g += 32) {  /* global maximum M = max_g m_g */
+        for (int64_t g = moac_lane; g < w_ / chunk + (w_ % chunk != 0); g += 32) {  /* global maximum M = max_g m_g */
             M = fmaxf(M, moac_m_part[g]);
         }
         M = moac_warp_max_f32(M);
@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(32) moac_decode_window_k2_combine(float *__res
             o7 = 0.0f;
         }
         #pragma unroll 4
-        for (int64_t g = moac_lane; g < moac_ceildiv(w_, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+        for (int64_t g = moac_lane; g < w_ / chunk + (w_ % chunk != 0); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];
             if (8 * db < dv_) {
@@ -322,7 +322,7 @@ __global__ void __launch_bounds__(32) moac_decode_window_k1_partials_i32(const f
     const int moac_lane = threadIdx.x;
     extern __shared__ float moac_smem_float[];
     float *moac_p = moac_smem_float;   /* this gang's tile, in shared memory */
-    for (int32_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv32(w_, chunk); moac_gid += gridDim.x) {  /* one block per gang iteration: g */
+    for (int32_t moac_gid = blockIdx.x; moac_gid < w_ / chunk + (w_ % chunk != 0); moac_gid += gridDim.x) {  /* one block per gang iteration: g */
         const int32_t g = moac_gid;
         int32_t cn = moac_imin32(chunk, w_ - chunk * g);
         float mg = -INFINITY;
@@ -427,14 +427,14 @@ __global__ void __launch_bounds__(32) moac_decode_window_k1_partials_i32(const f
 __global__ void __launch_bounds__(32) moac_decode_window_k2_combine_i32(float *__restrict__ moac_m_part, float *__restrict__ moac_o_part, float *__restrict__ moac_z_part, float *__restrict__ out_, int32_t chunk, int32_t dv_, int32_t w_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv32(dv_, 8); moac_gid += gridDim.x) {  /* one block per gang iteration: db */
+    for (int32_t moac_gid = blockIdx.x; moac_gid < dv_ / 8 + (dv_ % 8 != 0); moac_gid += gridDim.x) {  /* one block per gang iteration: db */
         const int32_t db = moac_gid;
         float M = -INFINITY;
         if (moac_lane != 0) {
             M = -INFINITY;
         }
         #pragma unroll 4
-        for (int32_t g = moac_lane; g < moac_ceildiv32(w_, chunk); g += 32) {  /* global maximum M = max_g m_g */
+        for (int32_t g = moac_lane; g < w_ / chunk + (w_ % chunk != 0); g += 32) {  /* global maximum M = max_g m_g */
             M = fmaxf(M, moac_m_part[g]);
         }
         M = moac_warp_max_f32(M);
@@ -460,7 +460,7 @@ __global__ void __launch_bounds__(32) moac_decode_window_k2_combine_i32(float *_
             o7 = 0.0f;
         }
         #pragma unroll 4
-        for (int32_t g = moac_lane; g < moac_ceildiv32(w_, chunk); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+        for (int32_t g = moac_lane; g < w_ / chunk + (w_ % chunk != 0); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];
             if (8 * db < dv_) {
@@ -574,11 +574,11 @@ extern "C" int moac_decode_window_device(const float *__restrict__ q_, const flo
         return 1;
     size_t ws_off = 0;
     float *moac_m_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(moac_ceildiv(w_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(w_ / chunk + (w_ % chunk != 0)) + 255) / 256 * 256;
     float *moac_z_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(moac_ceildiv(w_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(w_ / chunk + (w_ % chunk != 0)) + 255) / 256 * 256;
     float *moac_o_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(dv_ * moac_ceildiv(w_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(dv_ * (w_ / chunk + (w_ % chunk != 0))) + 255) / 256 * 256;
     if (moac_decode_window_fits32(n_, w_, dk_, dv_)) {    /* every buffer has fewer than 2^31 elements */
         const int64_t moac_wide_n_ = n_;
         const int64_t moac_wide_w_ = w_;
@@ -593,26 +593,26 @@ extern "C" int moac_decode_window_device(const float *__restrict__ q_, const flo
             const int32_t chunk = (int32_t)moac_wide_chunk;
             (void)n_; (void)w_; (void)dk_; (void)dv_; (void)chunk;
             /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
-            if (moac_ceildiv32(w_, chunk) > 0) {
+            if (w_ / chunk + (w_ % chunk != 0) > 0) {
                 if (sizeof(float) * (size_t)(chunk) > 49152)
                     cudaFuncSetAttribute(moac_decode_window_k1_partials_i32, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(sizeof(float) * (size_t)(chunk)));
-                moac_decode_window_k1_partials_i32<<<(unsigned)(moac_ceildiv32(w_, chunk) < 2147483647 ? moac_ceildiv32(w_, chunk) : 2147483647), 32, sizeof(float) * (size_t)(chunk), moac_stream>>>(K_, V_, moac_m_part, moac_o_part, moac_z_part, q_, chunk, dk_, dv_, n_, w_);
+                moac_decode_window_k1_partials_i32<<<(unsigned)(w_ / chunk + (w_ % chunk != 0) < 2147483647 ? w_ / chunk + (w_ % chunk != 0) : 2147483647), 32, sizeof(float) * (size_t)(chunk), moac_stream>>>(K_, V_, moac_m_part, moac_o_part, moac_z_part, q_, chunk, dk_, dv_, n_, w_);
             }
             /* kernel k2_combine: log-sum-exp merge of the chunk partials */
-            if (moac_ceildiv32(dv_, 8) > 0) {
-                moac_decode_window_k2_combine_i32<<<(unsigned)(moac_ceildiv32(dv_, 8) < 2147483647 ? moac_ceildiv32(dv_, 8) : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, dv_, w_);
+            if (dv_ / 8 + (dv_ % 8 != 0) > 0) {
+                moac_decode_window_k2_combine_i32<<<(unsigned)(dv_ / 8 + (dv_ % 8 != 0) < 2147483647 ? dv_ / 8 + (dv_ % 8 != 0) : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, dv_, w_);
             }
         }
     } else {
         /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
-        if (moac_ceildiv(w_, chunk) > 0) {
+        if (w_ / chunk + (w_ % chunk != 0) > 0) {
             if (sizeof(float) * (size_t)(chunk) > 49152)
                 cudaFuncSetAttribute(moac_decode_window_k1_partials, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(sizeof(float) * (size_t)(chunk)));
-            moac_decode_window_k1_partials<<<(unsigned)(moac_ceildiv(w_, chunk) < 2147483647 ? moac_ceildiv(w_, chunk) : 2147483647), 32, sizeof(float) * (size_t)(chunk), moac_stream>>>(K_, V_, moac_m_part, moac_o_part, moac_z_part, q_, chunk, dk_, dv_, n_, w_);
+            moac_decode_window_k1_partials<<<(unsigned)(w_ / chunk + (w_ % chunk != 0) < 2147483647 ? w_ / chunk + (w_ % chunk != 0) : 2147483647), 32, sizeof(float) * (size_t)(chunk), moac_stream>>>(K_, V_, moac_m_part, moac_o_part, moac_z_part, q_, chunk, dk_, dv_, n_, w_);
         }
         /* kernel k2_combine: log-sum-exp merge of the chunk partials */
-        if (moac_ceildiv(dv_, 8) > 0) {
-            moac_decode_window_k2_combine<<<(unsigned)(moac_ceildiv(dv_, 8) < 2147483647 ? moac_ceildiv(dv_, 8) : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, dv_, w_);
+        if (dv_ / 8 + (dv_ % 8 != 0) > 0) {
+            moac_decode_window_k2_combine<<<(unsigned)(dv_ / 8 + (dv_ % 8 != 0) < 2147483647 ? dv_ / 8 + (dv_ % 8 != 0) : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, dv_, w_);
         }
     }
     if (own)

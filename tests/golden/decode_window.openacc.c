@@ -65,7 +65,7 @@ size_t moac_decode_window_workspace_bytes(int64_t n_, int64_t w_, int64_t dk_, i
 {
     int64_t chunk = moac_chunk(w_, 1);
     (void)chunk;
-    return ((sizeof(float) * (size_t)(moac_ceildiv(w_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(moac_ceildiv(w_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(dv_ * moac_ceildiv(w_, chunk)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * moac_ceildiv(w_, chunk)) + 255) / 256 * 256);
+    return ((sizeof(float) * (size_t)(w_ / chunk + (w_ % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(w_ / chunk + (w_ % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(dv_ * (w_ / chunk + (w_ % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * (w_ / chunk + (w_ % chunk != 0))) + 255) / 256 * 256);
 }
 
 /* 1 if every buffer has fewer than 2^31 elements: the kernels index with 32-bit integers. */
@@ -73,7 +73,7 @@ static int moac_decode_window_fits32(int64_t n_, int64_t w_, int64_t dk_, int64_
 {
     int64_t chunk = moac_chunk(w_, 1);
     (void)chunk;
-    return (int64_t)(dk_) < INT32_MAX && (int64_t)(dk_ * n_) < INT32_MAX && (int64_t)(dv_ * n_) < INT32_MAX && (int64_t)(dv_) < INT32_MAX && (int64_t)(moac_ceildiv(w_, chunk)) < INT32_MAX && (int64_t)(moac_ceildiv(w_, chunk)) < INT32_MAX && (int64_t)(dv_ * moac_ceildiv(w_, chunk)) < INT32_MAX && (int64_t)(chunk * moac_ceildiv(w_, chunk)) < INT32_MAX && 1;
+    return (int64_t)(dk_) < INT32_MAX && (int64_t)(dk_ * n_) < INT32_MAX && (int64_t)(dv_ * n_) < INT32_MAX && (int64_t)(dv_) < INT32_MAX && (int64_t)(w_ / chunk + (w_ % chunk != 0)) < INT32_MAX && (int64_t)(w_ / chunk + (w_ % chunk != 0)) < INT32_MAX && (int64_t)(dv_ * (w_ / chunk + (w_ % chunk != 0))) < INT32_MAX && (int64_t)(chunk * (w_ / chunk + (w_ % chunk != 0))) < INT32_MAX && 1;
 }
 
 /* The computation for arrays that live on the device: every pointer argument is a
@@ -98,13 +98,13 @@ int moac_decode_window_device(const float *restrict q_, const float *restrict K_
     }
     size_t ws_off = 0;
     float *moac_m_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(moac_ceildiv(w_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(w_ / chunk + (w_ % chunk != 0)) + 255) / 256 * 256;
     float *moac_z_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(moac_ceildiv(w_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(w_ / chunk + (w_ % chunk != 0)) + 255) / 256 * 256;
     float *moac_o_part = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(dv_ * moac_ceildiv(w_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(dv_ * (w_ / chunk + (w_ % chunk != 0))) + 255) / 256 * 256;
     float *moac_p = (float *)(ws + ws_off);
-    ws_off += (sizeof(float) * (size_t)(chunk * moac_ceildiv(w_, chunk)) + 255) / 256 * 256;
+    ws_off += (sizeof(float) * (size_t)(chunk * (w_ / chunk + (w_ % chunk != 0))) + 255) / 256 * 256;
     (void)ws_off;
     if (moac_decode_window_fits32(n_, w_, dk_, dv_)) {    /* every buffer has fewer than 2^31 elements */
         const int64_t moac_wide_n_ = n_;
@@ -121,7 +121,7 @@ int moac_decode_window_device(const float *restrict q_, const float *restrict K_
             (void)n_; (void)w_; (void)dk_; (void)dv_; (void)chunk;
             /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
             #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_p, moac_z_part, K_, V_, q_)
-            for (int32_t g = 0; g < moac_ceildiv32(w_, chunk); ++g) {  /* lifted token axis: ⟨w⟩ → ⟨⌈w/chunk⌉ chunk⟩, l = g·chunk + c */
+            for (int32_t g = 0; g < w_ / chunk + (w_ % chunk != 0); ++g) {  /* lifted token axis: ⟨w⟩ → ⟨⌈w/chunk⌉ chunk⟩, l = g·chunk + c */
                 int32_t cn = moac_imin32(chunk, w_ - chunk * g);
                 float mg = -INFINITY;
                 #pragma acc loop seq
@@ -190,10 +190,10 @@ int moac_decode_window_device(const float *restrict q_, const float *restrict K_
             }
             /* kernel k2_combine: log-sum-exp merge of the chunk partials */
             #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_z_part, out_)
-            for (int32_t db = 0; db < moac_ceildiv32(dv_, 8); ++db) {  /* lifted output axis d: ⟨dv⟩ → ⟨⌈dv/8⌉ 8⟩, d = 8·db + r */
+            for (int32_t db = 0; db < dv_ / 8 + (dv_ % 8 != 0); ++db) {  /* lifted output axis d: ⟨dv⟩ → ⟨⌈dv/8⌉ 8⟩, d = 8·db + r */
                 float M = -INFINITY;
                 #pragma acc loop vector reduction(max:M)
-                for (int32_t g = 0; g < moac_ceildiv32(w_, chunk); ++g) {  /* global maximum M = max_g m_g */
+                for (int32_t g = 0; g < w_ / chunk + (w_ % chunk != 0); ++g) {  /* global maximum M = max_g m_g */
                     M = fmaxf(M, moac_m_part[g]);
                 }
                 float Z = 0.0f;
@@ -206,7 +206,7 @@ int moac_decode_window_device(const float *restrict q_, const float *restrict K_
                 float o6 = 0.0f;
                 float o7 = 0.0f;
                 #pragma acc loop vector reduction(+:Z, o0, o1, o2, o3, o4, o5, o6, o7)
-                for (int32_t g = 0; g < moac_ceildiv32(w_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+                for (int32_t g = 0; g < w_ / chunk + (w_ % chunk != 0); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
                     float e = moac_expf(moac_m_part[g] - M);
                     Z = Z + e * moac_z_part[g];
                     if (8 * db < dv_) {
@@ -263,7 +263,7 @@ int moac_decode_window_device(const float *restrict q_, const float *restrict K_
     } else {
         /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
         #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_p, moac_z_part, K_, V_, q_)
-        for (int64_t g = 0; g < moac_ceildiv(w_, chunk); ++g) {  /* lifted token axis: ⟨w⟩ → ⟨⌈w/chunk⌉ chunk⟩, l = g·chunk + c */
+        for (int64_t g = 0; g < w_ / chunk + (w_ % chunk != 0); ++g) {  /* lifted token axis: ⟨w⟩ → ⟨⌈w/chunk⌉ chunk⟩, l = g·chunk + c */
             int64_t cn = moac_imin(chunk, w_ - chunk * g);
             float mg = -INFINITY;
             #pragma acc loop seq
@@ -332,10 +332,10 @@ int moac_decode_window_device(const float *restrict q_, const float *restrict K_
         }
         /* kernel k2_combine: log-sum-exp merge of the chunk partials */
         #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_z_part, out_)
-        for (int64_t db = 0; db < moac_ceildiv(dv_, 8); ++db) {  /* lifted output axis d: ⟨dv⟩ → ⟨⌈dv/8⌉ 8⟩, d = 8·db + r */
+        for (int64_t db = 0; db < dv_ / 8 + (dv_ % 8 != 0); ++db) {  /* lifted output axis d: ⟨dv⟩ → ⟨⌈dv/8⌉ 8⟩, d = 8·db + r */
             float M = -INFINITY;
             #pragma acc loop vector reduction(max:M)
-            for (int64_t g = 0; g < moac_ceildiv(w_, chunk); ++g) {  /* global maximum M = max_g m_g */
+            for (int64_t g = 0; g < w_ / chunk + (w_ % chunk != 0); ++g) {  /* global maximum M = max_g m_g */
                 M = fmaxf(M, moac_m_part[g]);
             }
             float Z = 0.0f;
@@ -348,7 +348,7 @@ int moac_decode_window_device(const float *restrict q_, const float *restrict K_
             float o6 = 0.0f;
             float o7 = 0.0f;
             #pragma acc loop vector reduction(+:Z, o0, o1, o2, o3, o4, o5, o6, o7)
-            for (int64_t g = 0; g < moac_ceildiv(w_, chunk); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+            for (int64_t g = 0; g < w_ / chunk + (w_ % chunk != 0); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
                 float e = moac_expf(moac_m_part[g] - M);
                 Z = Z + e * moac_z_part[g];
                 if (8 * db < dv_) {

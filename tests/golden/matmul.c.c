@@ -43,18 +43,24 @@ size_t moac_matmul_workspace_bytes(int64_t n_, int64_t m_, int64_t p_)
     return 0;
 }
 
-/* Returns 0 on success, 1 if scratch memory could not be allocated. */
-int moac_matmul(const float *restrict A_, const float *restrict B_, const float *restrict x_, float *restrict C_, float *restrict y_, int64_t n_, int64_t m_, int64_t p_)
+/* Scratch lives in `workspace` (moac_matmul_workspace_bytes() bytes, any alignment of 4 bytes);
+ * with workspace == NULL it is allocated and freed here.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_matmul_with_workspace(const float *restrict A_, const float *restrict B_, const float *restrict x_, float *restrict C_, float *restrict y_, int64_t n_, int64_t m_, int64_t p_, void *workspace)
 {
     size_t ws_bytes = moac_matmul_workspace_bytes(n_, m_, p_);
-    char *ws = malloc(ws_bytes + 1);
-    if (!ws)
-        return 1;
+    char *ws = workspace;
+    int own = !ws;
+    if (own) {
+        ws = malloc(ws_bytes + 1);
+        if (!ws)
+            return 1;
+    }
     size_t ws_off = 0;
     (void)ws_off;
     /* kernel k1_C: C: lanes over j */
     for (int64_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
-        for (int64_t j_g = 0; j_g < moac_ceildiv(p_, 32); ++j_g) {  /* lifted DNF axis j: ⟨p⟩ → ⟨⌈p/32⌉ 32⟩ */
+        for (int64_t j_g = 0; j_g < p_ / 32 + (p_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨p⟩ → ⟨⌈p/32⌉ 32⟩ */
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                 int64_t j_ = 32 * j_g + j_v;
                 if (j_ < p_) {
@@ -75,6 +81,14 @@ int moac_matmul(const float *restrict A_, const float *restrict B_, const float 
         }
         y_[i_] = acc1;
     }
-    free(ws);
+    if (own)
+        free(ws);
     return 0;
+}
+
+/* The same with scratch allocated and freed here.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_matmul(const float *restrict A_, const float *restrict B_, const float *restrict x_, float *restrict C_, float *restrict y_, int64_t n_, int64_t m_, int64_t p_)
+{
+    return moac_matmul_with_workspace(A_, B_, x_, C_, y_, n_, m_, p_, NULL);
 }

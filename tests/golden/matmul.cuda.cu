@@ -75,9 +75,9 @@ static int moac_matmul_fits32(int64_t n_, int64_t m_, int64_t p_)
 __global__ void __launch_bounds__(32) moac_matmul_k1_C(const float *__restrict__ A_, const float *__restrict__ B_, float *__restrict__ C_, int64_t m_, int64_t n_, int64_t p_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < n_ * moac_ceildiv(p_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
-        const int64_t i_ = moac_gid / moac_ceildiv(p_, 32);
-        const int64_t j_g = moac_gid % moac_ceildiv(p_, 32);
+    for (int64_t moac_gid = blockIdx.x; moac_gid < n_ * (p_ / 32 + (p_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
+        const int64_t i_ = moac_gid / (p_ / 32 + (p_ % 32 != 0));
+        const int64_t j_g = moac_gid % (p_ / 32 + (p_ % 32 != 0));
         /* vector lanes: j = j_g·32 + j_v */
         {
             const int64_t j_v = moac_lane;
@@ -118,9 +118,9 @@ __global__ void __launch_bounds__(32) moac_matmul_k2_y(const float *__restrict__
 __global__ void __launch_bounds__(32) moac_matmul_k1_C_i32(const float *__restrict__ A_, const float *__restrict__ B_, float *__restrict__ C_, int32_t m_, int32_t n_, int32_t p_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < n_ * moac_ceildiv32(p_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
-        const int32_t i_ = moac_gid / moac_ceildiv32(p_, 32);
-        const int32_t j_g = moac_gid % moac_ceildiv32(p_, 32);
+    for (int32_t moac_gid = blockIdx.x; moac_gid < n_ * (p_ / 32 + (p_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
+        const int32_t i_ = moac_gid / (p_ / 32 + (p_ % 32 != 0));
+        const int32_t j_g = moac_gid % (p_ / 32 + (p_ % 32 != 0));
         /* vector lanes: j = j_g·32 + j_v */
         {
             const int32_t j_v = moac_lane;
@@ -178,8 +178,8 @@ extern "C" int moac_matmul_device(const float *__restrict__ A_, const float *__r
             const int32_t p_ = (int32_t)moac_wide_p_;
             (void)n_; (void)m_; (void)p_;
             /* kernel k1_C: C: lanes over j */
-            if (n_ * moac_ceildiv32(p_, 32) > 0) {
-                moac_matmul_k1_C_i32<<<(unsigned)(n_ * moac_ceildiv32(p_, 32) < 2147483647 ? n_ * moac_ceildiv32(p_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, B_, C_, m_, n_, p_);
+            if (n_ * (p_ / 32 + (p_ % 32 != 0)) > 0) {
+                moac_matmul_k1_C_i32<<<(unsigned)(n_ * (p_ / 32 + (p_ % 32 != 0)) < 2147483647 ? n_ * (p_ / 32 + (p_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(A_, B_, C_, m_, n_, p_);
             }
             /* kernel k2_y: y: lanes over k */
             if (n_ > 0) {
@@ -188,8 +188,8 @@ extern "C" int moac_matmul_device(const float *__restrict__ A_, const float *__r
         }
     } else {
         /* kernel k1_C: C: lanes over j */
-        if (n_ * moac_ceildiv(p_, 32) > 0) {
-            moac_matmul_k1_C<<<(unsigned)(n_ * moac_ceildiv(p_, 32) < 2147483647 ? n_ * moac_ceildiv(p_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, B_, C_, m_, n_, p_);
+        if (n_ * (p_ / 32 + (p_ % 32 != 0)) > 0) {
+            moac_matmul_k1_C<<<(unsigned)(n_ * (p_ / 32 + (p_ % 32 != 0)) < 2147483647 ? n_ * (p_ / 32 + (p_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(A_, B_, C_, m_, n_, p_);
         }
         /* kernel k2_y: y: lanes over k */
         if (n_ > 0) {

@@ -105,7 +105,7 @@ int moac_matmul_device(const float *restrict A_, const float *restrict B_, const
             /* kernel k1_C: C: lanes over j */
             #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(A_, B_, C_)
             for (int32_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
-                for (int32_t j_g = 0; j_g < moac_ceildiv32(p_, 32); ++j_g) {  /* lifted DNF axis j: ⟨p⟩ → ⟨⌈p/32⌉ 32⟩ */
+                for (int32_t j_g = 0; j_g < p_ / 32 + (p_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨p⟩ → ⟨⌈p/32⌉ 32⟩ */
                     #pragma acc loop vector
                     for (int32_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                         int32_t j_ = 32 * j_g + j_v;
@@ -135,7 +135,7 @@ int moac_matmul_device(const float *restrict A_, const float *restrict B_, const
         /* kernel k1_C: C: lanes over j */
         #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(A_, B_, C_)
         for (int64_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
-            for (int64_t j_g = 0; j_g < moac_ceildiv(p_, 32); ++j_g) {  /* lifted DNF axis j: ⟨p⟩ → ⟨⌈p/32⌉ 32⟩ */
+            for (int64_t j_g = 0; j_g < p_ / 32 + (p_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨p⟩ → ⟨⌈p/32⌉ 32⟩ */
                 #pragma acc loop vector
                 for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                     int64_t j_ = 32 * j_g + j_v;

@@ -43,13 +43,19 @@ size_t moac_omega_workspace_bytes(int64_t n_, int64_t w_, int64_t dk_)
     return ((sizeof(float) * (size_t)(n_) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(n_) + 255) / 256 * 256);
 }
 
-/* Returns 0 on success, 1 if scratch memory could not be allocated. */
-int moac_omega(const float *restrict S_, const float *restrict q_, const float *restrict K_, const float *restrict B_, float *restrict P_, float *restrict s_, float *restrict d_, float *restrict c_, int64_t n_, int64_t w_, int64_t dk_)
+/* Scratch lives in `workspace` (moac_omega_workspace_bytes() bytes, any alignment of 4 bytes);
+ * with workspace == NULL it is allocated and freed here.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_omega_with_workspace(const float *restrict S_, const float *restrict q_, const float *restrict K_, const float *restrict B_, float *restrict P_, float *restrict s_, float *restrict d_, float *restrict c_, int64_t n_, int64_t w_, int64_t dk_, void *workspace)
 {
     size_t ws_bytes = moac_omega_workspace_bytes(n_, w_, dk_);
-    char *ws = malloc(ws_bytes + 1);
-    if (!ws)
-        return 1;
+    char *ws = workspace;
+    int own = !ws;
+    if (own) {
+        ws = malloc(ws_bytes + 1);
+        if (!ws)
+            return 1;
+    }
     size_t ws_off = 0;
     float *m_ = (float *)(ws + ws_off);
     ws_off += (sizeof(float) * (size_t)(n_) + 255) / 256 * 256;
@@ -74,7 +80,7 @@ int moac_omega(const float *restrict S_, const float *restrict q_, const float *
     }
     /* kernel k3_P: P: lanes over i */
     for (int64_t l_ = 0; l_ < n_; ++l_) {  /* DNF axis l < n */
-        for (int64_t i_g = 0; i_g < moac_ceildiv(w_, 32); ++i_g) {  /* lifted DNF axis i: ⟨w⟩ → ⟨⌈w/32⌉ 32⟩ */
+        for (int64_t i_g = 0; i_g < w_ / 32 + (w_ % 32 != 0); ++i_g) {  /* lifted DNF axis i: ⟨w⟩ → ⟨⌈w/32⌉ 32⟩ */
             for (int64_t i_v = 0; i_v < 32; ++i_v) {  /* vector lanes: i = i_g·32 + i_v */
                 int64_t i_ = 32 * i_g + i_v;
                 if (i_ < w_) {
@@ -107,6 +113,14 @@ int moac_omega(const float *restrict S_, const float *restrict q_, const float *
         }
         c_[l_] = acc1;
     }
-    free(ws);
+    if (own)
+        free(ws);
     return 0;
+}
+
+/* The same with scratch allocated and freed here.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_omega(const float *restrict S_, const float *restrict q_, const float *restrict K_, const float *restrict B_, float *restrict P_, float *restrict s_, float *restrict d_, float *restrict c_, int64_t n_, int64_t w_, int64_t dk_)
+{
+    return moac_omega_with_workspace(S_, q_, K_, B_, P_, s_, d_, c_, n_, w_, dk_, NULL);
 }

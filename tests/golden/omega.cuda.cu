@@ -116,9 +116,9 @@ __global__ void __launch_bounds__(32) moac_omega_k2_z(const float *__restrict__ 
 __global__ void __launch_bounds__(32) moac_omega_k3_P(float *__restrict__ P_, const float *__restrict__ S_, float *__restrict__ m_, float *__restrict__ z_, int64_t n_, int64_t w_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < n_ * moac_ceildiv(w_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: l_, i_g */
-        const int64_t l_ = moac_gid / moac_ceildiv(w_, 32);
-        const int64_t i_g = moac_gid % moac_ceildiv(w_, 32);
+    for (int64_t moac_gid = blockIdx.x; moac_gid < n_ * (w_ / 32 + (w_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: l_, i_g */
+        const int64_t l_ = moac_gid / (w_ / 32 + (w_ % 32 != 0));
+        const int64_t i_g = moac_gid % (w_ / 32 + (w_ % 32 != 0));
         /* vector lanes: i = i_g·32 + i_v */
         {
             const int64_t i_v = moac_lane;
@@ -235,9 +235,9 @@ __global__ void __launch_bounds__(32) moac_omega_k2_z_i32(const float *__restric
 __global__ void __launch_bounds__(32) moac_omega_k3_P_i32(float *__restrict__ P_, const float *__restrict__ S_, float *__restrict__ m_, float *__restrict__ z_, int32_t n_, int32_t w_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < n_ * moac_ceildiv32(w_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: l_, i_g */
-        const int32_t l_ = moac_gid / moac_ceildiv32(w_, 32);
-        const int32_t i_g = moac_gid % moac_ceildiv32(w_, 32);
+    for (int32_t moac_gid = blockIdx.x; moac_gid < n_ * (w_ / 32 + (w_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: l_, i_g */
+        const int32_t l_ = moac_gid / (w_ / 32 + (w_ % 32 != 0));
+        const int32_t i_g = moac_gid % (w_ / 32 + (w_ % 32 != 0));
         /* vector lanes: i = i_g·32 + i_v */
         {
             const int32_t i_v = moac_lane;
@@ -348,8 +348,8 @@ extern "C" int moac_omega_device(const float *__restrict__ S_, const float *__re
                 moac_omega_k2_z_i32<<<(unsigned)(n_ < 2147483647 ? n_ : 2147483647), 32, 0, moac_stream>>>(S_, m_, z_, n_, w_);
             }
             /* kernel k3_P: P: lanes over i */
-            if (n_ * moac_ceildiv32(w_, 32) > 0) {
-                moac_omega_k3_P_i32<<<(unsigned)(n_ * moac_ceildiv32(w_, 32) < 2147483647 ? n_ * moac_ceildiv32(w_, 32) : 2147483647), 32, 0, moac_stream>>>(P_, S_, m_, z_, n_, w_);
+            if (n_ * (w_ / 32 + (w_ % 32 != 0)) > 0) {
+                moac_omega_k3_P_i32<<<(unsigned)(n_ * (w_ / 32 + (w_ % 32 != 0)) < 2147483647 ? n_ * (w_ / 32 + (w_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(P_, S_, m_, z_, n_, w_);
             }
             /* kernel k4_s: s: lanes over j */
             if (n_ > 0) {
@@ -374,8 +374,8 @@ extern "C" int moac_omega_device(const float *__restrict__ S_, const float *__re
             moac_omega_k2_z<<<(unsigned)(n_ < 2147483647 ? n_ : 2147483647), 32, 0, moac_stream>>>(S_, m_, z_, n_, w_);
         }
         /* kernel k3_P: P: lanes over i */
-        if (n_ * moac_ceildiv(w_, 32) > 0) {
-            moac_omega_k3_P<<<(unsigned)(n_ * moac_ceildiv(w_, 32) < 2147483647 ? n_ * moac_ceildiv(w_, 32) : 2147483647), 32, 0, moac_stream>>>(P_, S_, m_, z_, n_, w_);
+        if (n_ * (w_ / 32 + (w_ % 32 != 0)) > 0) {
+            moac_omega_k3_P<<<(unsigned)(n_ * (w_ / 32 + (w_ % 32 != 0)) < 2147483647 ? n_ * (w_ / 32 + (w_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(P_, S_, m_, z_, n_, w_);
         }
         /* kernel k4_s: s: lanes over j */
         if (n_ > 0) {

@@ -129,7 +129,7 @@ int moac_omega_device(const float *restrict S_, const float *restrict q_, const 
             /* kernel k3_P: P: lanes over i */
             #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(P_, S_, m_, z_)
             for (int32_t l_ = 0; l_ < n_; ++l_) {  /* DNF axis l < n */
-                for (int32_t i_g = 0; i_g < moac_ceildiv32(w_, 32); ++i_g) {  /* lifted DNF axis i: ⟨w⟩ → ⟨⌈w/32⌉ 32⟩ */
+                for (int32_t i_g = 0; i_g < w_ / 32 + (w_ % 32 != 0); ++i_g) {  /* lifted DNF axis i: ⟨w⟩ → ⟨⌈w/32⌉ 32⟩ */
                     #pragma acc loop vector
                     for (int32_t i_v = 0; i_v < 32; ++i_v) {  /* vector lanes: i = i_g·32 + i_v */
                         int32_t i_ = 32 * i_g + i_v;
@@ -194,7 +194,7 @@ int moac_omega_device(const float *restrict S_, const float *restrict q_, const 
         /* kernel k3_P: P: lanes over i */
         #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(P_, S_, m_, z_)
         for (int64_t l_ = 0; l_ < n_; ++l_) {  /* DNF axis l < n */
-            for (int64_t i_g = 0; i_g < moac_ceildiv(w_, 32); ++i_g) {  /* lifted DNF axis i: ⟨w⟩ → ⟨⌈w/32⌉ 32⟩ */
+            for (int64_t i_g = 0; i_g < w_ / 32 + (w_ % 32 != 0); ++i_g) {  /* lifted DNF axis i: ⟨w⟩ → ⟨⌈w/32⌉ 32⟩ */
                 #pragma acc loop vector
                 for (int64_t i_v = 0; i_v < 32; ++i_v) {  /* vector lanes: i = i_g·32 + i_v */
                     int64_t i_ = 32 * i_g + i_v;

@@ -43,18 +43,24 @@ size_t moac_outer_workspace_bytes(int64_t n_, int64_t m_)
     return 0;
 }
 
-/* Returns 0 on success, 1 if scratch memory could not be allocated. */
-int moac_outer(const float *restrict x_, const float *restrict y_, const float *restrict M_, float *restrict P_, float *restrict D_, float *restrict T_, int64_t n_, int64_t m_)
+/* Scratch lives in `workspace` (moac_outer_workspace_bytes() bytes, any alignment of 4 bytes);
+ * with workspace == NULL it is allocated and freed here.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_outer_with_workspace(const float *restrict x_, const float *restrict y_, const float *restrict M_, float *restrict P_, float *restrict D_, float *restrict T_, int64_t n_, int64_t m_, void *workspace)
 {
     size_t ws_bytes = moac_outer_workspace_bytes(n_, m_);
-    char *ws = malloc(ws_bytes + 1);
-    if (!ws)
-        return 1;
+    char *ws = workspace;
+    int own = !ws;
+    if (own) {
+        ws = malloc(ws_bytes + 1);
+        if (!ws)
+            return 1;
+    }
     size_t ws_off = 0;
     (void)ws_off;
     /* kernel k1_P: P: lanes over j */
     for (int64_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
-        for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+        for (int64_t j_g = 0; j_g < m_ / 32 + (m_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                 int64_t j_ = 32 * j_g + j_v;
                 if (j_ < m_) {
@@ -65,7 +71,7 @@ int moac_outer(const float *restrict x_, const float *restrict y_, const float *
     }
     /* kernel k2_D: D: lanes over j */
     for (int64_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
-        for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+        for (int64_t j_g = 0; j_g < m_ / 32 + (m_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                 int64_t j_ = 32 * j_g + j_v;
                 if (j_ < m_) {
@@ -77,7 +83,7 @@ int moac_outer(const float *restrict x_, const float *restrict y_, const float *
     /* kernel k3_T: T: lanes over k */
     for (int64_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
         for (int64_t j_ = 0; j_ < m_; ++j_) {  /* DNF axis j < m */
-            for (int64_t k_g = 0; k_g < moac_ceildiv(m_, 32); ++k_g) {  /* lifted DNF axis k: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+            for (int64_t k_g = 0; k_g < m_ / 32 + (m_ % 32 != 0); ++k_g) {  /* lifted DNF axis k: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
                 for (int64_t k_v = 0; k_v < 32; ++k_v) {  /* vector lanes: k = k_g·32 + k_v */
                     int64_t k_ = 32 * k_g + k_v;
                     if (k_ < m_) {
@@ -87,6 +93,14 @@ int moac_outer(const float *restrict x_, const float *restrict y_, const float *
             }
         }
     }
-    free(ws);
+    if (own)
+        free(ws);
     return 0;
+}
+
+/* The same with scratch allocated and freed here.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_outer(const float *restrict x_, const float *restrict y_, const float *restrict M_, float *restrict P_, float *restrict D_, float *restrict T_, int64_t n_, int64_t m_)
+{
+    return moac_outer_with_workspace(x_, y_, M_, P_, D_, T_, n_, m_, NULL);
 }

@@ -74,9 +74,9 @@ static int moac_outer_fits32(int64_t n_, int64_t m_)
 __global__ void __launch_bounds__(32) moac_outer_k1_P(float *__restrict__ P_, const float *__restrict__ x_, const float *__restrict__ y_, int64_t m_, int64_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < n_ * moac_ceildiv(m_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
-        const int64_t i_ = moac_gid / moac_ceildiv(m_, 32);
-        const int64_t j_g = moac_gid % moac_ceildiv(m_, 32);
+    for (int64_t moac_gid = blockIdx.x; moac_gid < n_ * (m_ / 32 + (m_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
+        const int64_t i_ = moac_gid / (m_ / 32 + (m_ % 32 != 0));
+        const int64_t j_g = moac_gid % (m_ / 32 + (m_ % 32 != 0));
         /* vector lanes: j = j_g·32 + j_v */
         {
             const int64_t j_v = moac_lane;
@@ -93,9 +93,9 @@ __global__ void __launch_bounds__(32) moac_outer_k1_P(float *__restrict__ P_, co
 __global__ void __launch_bounds__(32) moac_outer_k2_D(float *__restrict__ D_, const float *__restrict__ x_, const float *__restrict__ y_, int64_t m_, int64_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < n_ * moac_ceildiv(m_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
-        const int64_t i_ = moac_gid / moac_ceildiv(m_, 32);
-        const int64_t j_g = moac_gid % moac_ceildiv(m_, 32);
+    for (int64_t moac_gid = blockIdx.x; moac_gid < n_ * (m_ / 32 + (m_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
+        const int64_t i_ = moac_gid / (m_ / 32 + (m_ % 32 != 0));
+        const int64_t j_g = moac_gid % (m_ / 32 + (m_ % 32 != 0));
         /* vector lanes: j = j_g·32 + j_v */
         {
             const int64_t j_v = moac_lane;
@@ -112,10 +112,10 @@ __global__ void __launch_bounds__(32) moac_outer_k2_D(float *__restrict__ D_, co
 __global__ void __launch_bounds__(32) moac_outer_k3_T(const float *__restrict__ M_, float *__restrict__ T_, const float *__restrict__ y_, int64_t m_, int64_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < n_ * m_ * moac_ceildiv(m_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_, k_g */
-        const int64_t i_ = moac_gid / moac_ceildiv(m_, 32) / m_;
-        const int64_t j_ = moac_gid / moac_ceildiv(m_, 32) % m_;
-        const int64_t k_g = moac_gid % moac_ceildiv(m_, 32);
+    for (int64_t moac_gid = blockIdx.x; moac_gid < n_ * m_ * (m_ / 32 + (m_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_, k_g */
+        const int64_t i_ = moac_gid / (m_ / 32 + (m_ % 32 != 0)) / m_;
+        const int64_t j_ = moac_gid / (m_ / 32 + (m_ % 32 != 0)) % m_;
+        const int64_t k_g = moac_gid % (m_ / 32 + (m_ % 32 != 0));
         /* vector lanes: k = k_g·32 + k_v */
         {
             const int64_t k_v = moac_lane;
@@ -132,9 +132,9 @@ __global__ void __launch_bounds__(32) moac_outer_k3_T(const float *__restrict__ 
 __global__ void __launch_bounds__(32) moac_outer_k1_P_i32(float *__restrict__ P_, const float *__restrict__ x_, const float *__restrict__ y_, int32_t m_, int32_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < n_ * moac_ceildiv32(m_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
-        const int32_t i_ = moac_gid / moac_ceildiv32(m_, 32);
-        const int32_t j_g = moac_gid % moac_ceildiv32(m_, 32);
+    for (int32_t moac_gid = blockIdx.x; moac_gid < n_ * (m_ / 32 + (m_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
+        const int32_t i_ = moac_gid / (m_ / 32 + (m_ % 32 != 0));
+        const int32_t j_g = moac_gid % (m_ / 32 + (m_ % 32 != 0));
         /* vector lanes: j = j_g·32 + j_v */
         {
             const int32_t j_v = moac_lane;
@@ -151,9 +151,9 @@ __global__ void __launch_bounds__(32) moac_outer_k1_P_i32(float *__restrict__ P_
 __global__ void __launch_bounds__(32) moac_outer_k2_D_i32(float *__restrict__ D_, const float *__restrict__ x_, const float *__restrict__ y_, int32_t m_, int32_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < n_ * moac_ceildiv32(m_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
-        const int32_t i_ = moac_gid / moac_ceildiv32(m_, 32);
-        const int32_t j_g = moac_gid % moac_ceildiv32(m_, 32);
+    for (int32_t moac_gid = blockIdx.x; moac_gid < n_ * (m_ / 32 + (m_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
+        const int32_t i_ = moac_gid / (m_ / 32 + (m_ % 32 != 0));
+        const int32_t j_g = moac_gid % (m_ / 32 + (m_ % 32 != 0));
         /* vector lanes: j = j_g·32 + j_v */
         {
             const int32_t j_v = moac_lane;
@@ -170,10 +170,10 @@ __global__ void __launch_bounds__(32) moac_outer_k2_D_i32(float *__restrict__ D_
 __global__ void __launch_bounds__(32) moac_outer_k3_T_i32(const float *__restrict__ M_, float *__restrict__ T_, const float *__restrict__ y_, int32_t m_, int32_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < n_ * m_ * moac_ceildiv32(m_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_, k_g */
-        const int32_t i_ = moac_gid / moac_ceildiv32(m_, 32) / m_;
-        const int32_t j_ = moac_gid / moac_ceildiv32(m_, 32) % m_;
-        const int32_t k_g = moac_gid % moac_ceildiv32(m_, 32);
+    for (int32_t moac_gid = blockIdx.x; moac_gid < n_ * m_ * (m_ / 32 + (m_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_, k_g */
+        const int32_t i_ = moac_gid / (m_ / 32 + (m_ % 32 != 0)) / m_;
+        const int32_t j_ = moac_gid / (m_ / 32 + (m_ % 32 != 0)) % m_;
+        const int32_t k_g = moac_gid % (m_ / 32 + (m_ % 32 != 0));
         /* vector lanes: k = k_g·32 + k_v */
         {
             const int32_t k_v = moac_lane;
@@ -205,30 +205,30 @@ extern "C" int moac_outer_device(const float *__restrict__ x_, const float *__re
             const int32_t m_ = (int32_t)moac_wide_m_;
             (void)n_; (void)m_;
             /* kernel k1_P: P: lanes over j */
-            if (n_ * moac_ceildiv32(m_, 32) > 0) {
-                moac_outer_k1_P_i32<<<(unsigned)(n_ * moac_ceildiv32(m_, 32) < 2147483647 ? n_ * moac_ceildiv32(m_, 32) : 2147483647), 32, 0, moac_stream>>>(P_, x_, y_, m_, n_);
+            if (n_ * (m_ / 32 + (m_ % 32 != 0)) > 0) {
+                moac_outer_k1_P_i32<<<(unsigned)(n_ * (m_ / 32 + (m_ % 32 != 0)) < 2147483647 ? n_ * (m_ / 32 + (m_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(P_, x_, y_, m_, n_);
             }
             /* kernel k2_D: D: lanes over j */
-            if (n_ * moac_ceildiv32(m_, 32) > 0) {
-                moac_outer_k2_D_i32<<<(unsigned)(n_ * moac_ceildiv32(m_, 32) < 2147483647 ? n_ * moac_ceildiv32(m_, 32) : 2147483647), 32, 0, moac_stream>>>(D_, x_, y_, m_, n_);
+            if (n_ * (m_ / 32 + (m_ % 32 != 0)) > 0) {
+                moac_outer_k2_D_i32<<<(unsigned)(n_ * (m_ / 32 + (m_ % 32 != 0)) < 2147483647 ? n_ * (m_ / 32 + (m_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(D_, x_, y_, m_, n_);
             }
             /* kernel k3_T: T: lanes over k */
-            if (n_ * m_ * moac_ceildiv32(m_, 32) > 0) {
-                moac_outer_k3_T_i32<<<(unsigned)(n_ * m_ * moac_ceildiv32(m_, 32) < 2147483647 ? n_ * m_ * moac_ceildiv32(m_, 32) : 2147483647), 32, 0, moac_stream>>>(M_, T_, y_, m_, n_);
+            if (n_ * m_ * (m_ / 32 + (m_ % 32 != 0)) > 0) {
+                moac_outer_k3_T_i32<<<(unsigned)(n_ * m_ * (m_ / 32 + (m_ % 32 != 0)) < 2147483647 ? n_ * m_ * (m_ / 32 + (m_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(M_, T_, y_, m_, n_);
             }
         }
     } else {
         /* kernel k1_P: P: lanes over j */
-        if (n_ * moac_ceildiv(m_, 32) > 0) {
-            moac_outer_k1_P<<<(unsigned)(n_ * moac_ceildiv(m_, 32) < 2147483647 ? n_ * moac_ceildiv(m_, 32) : 2147483647), 32, 0, moac_stream>>>(P_, x_, y_, m_, n_);
+        if (n_ * (m_ / 32 + (m_ % 32 != 0)) > 0) {
+            moac_outer_k1_P<<<(unsigned)(n_ * (m_ / 32 + (m_ % 32 != 0)) < 2147483647 ? n_ * (m_ / 32 + (m_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(P_, x_, y_, m_, n_);
         }
         /* kernel k2_D: D: lanes over j */
-        if (n_ * moac_ceildiv(m_, 32) > 0) {
-            moac_outer_k2_D<<<(unsigned)(n_ * moac_ceildiv(m_, 32) < 2147483647 ? n_ * moac_ceildiv(m_, 32) : 2147483647), 32, 0, moac_stream>>>(D_, x_, y_, m_, n_);
+        if (n_ * (m_ / 32 + (m_ % 32 != 0)) > 0) {
+            moac_outer_k2_D<<<(unsigned)(n_ * (m_ / 32 + (m_ % 32 != 0)) < 2147483647 ? n_ * (m_ / 32 + (m_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(D_, x_, y_, m_, n_);
         }
         /* kernel k3_T: T: lanes over k */
-        if (n_ * m_ * moac_ceildiv(m_, 32) > 0) {
-            moac_outer_k3_T<<<(unsigned)(n_ * m_ * moac_ceildiv(m_, 32) < 2147483647 ? n_ * m_ * moac_ceildiv(m_, 32) : 2147483647), 32, 0, moac_stream>>>(M_, T_, y_, m_, n_);
+        if (n_ * m_ * (m_ / 32 + (m_ % 32 != 0)) > 0) {
+            moac_outer_k3_T<<<(unsigned)(n_ * m_ * (m_ / 32 + (m_ % 32 != 0)) < 2147483647 ? n_ * m_ * (m_ / 32 + (m_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(M_, T_, y_, m_, n_);
         }
     }
     return cudaGetLastError() == cudaSuccess ? 0 : 4;

@@ -103,7 +103,7 @@ int moac_outer_device(const float *restrict x_, const float *restrict y_, const 
             /* kernel k1_P: P: lanes over j */
             #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(P_, x_, y_)
             for (int32_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
-                for (int32_t j_g = 0; j_g < moac_ceildiv32(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+                for (int32_t j_g = 0; j_g < m_ / 32 + (m_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
                     #pragma acc loop vector
                     for (int32_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                         int32_t j_ = 32 * j_g + j_v;
@@ -116,7 +116,7 @@ int moac_outer_device(const float *restrict x_, const float *restrict y_, const 
             /* kernel k2_D: D: lanes over j */
             #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(D_, x_, y_)
             for (int32_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
-                for (int32_t j_g = 0; j_g < moac_ceildiv32(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+                for (int32_t j_g = 0; j_g < m_ / 32 + (m_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
                     #pragma acc loop vector
                     for (int32_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                         int32_t j_ = 32 * j_g + j_v;
@@ -130,7 +130,7 @@ int moac_outer_device(const float *restrict x_, const float *restrict y_, const 
             #pragma acc parallel loop gang collapse(3) vector_length(32) deviceptr(M_, T_, y_)
             for (int32_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
                 for (int32_t j_ = 0; j_ < m_; ++j_) {  /* DNF axis j < m */
-                    for (int32_t k_g = 0; k_g < moac_ceildiv32(m_, 32); ++k_g) {  /* lifted DNF axis k: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+                    for (int32_t k_g = 0; k_g < m_ / 32 + (m_ % 32 != 0); ++k_g) {  /* lifted DNF axis k: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
                         #pragma acc loop vector
                         for (int32_t k_v = 0; k_v < 32; ++k_v) {  /* vector lanes: k = k_g·32 + k_v */
                             int32_t k_ = 32 * k_g + k_v;
@@ -146,7 +146,7 @@ int moac_outer_device(const float *restrict x_, const float *restrict y_, const 
         /* kernel k1_P: P: lanes over j */
         #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(P_, x_, y_)
         for (int64_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
-            for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+            for (int64_t j_g = 0; j_g < m_ / 32 + (m_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
                 #pragma acc loop vector
                 for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                     int64_t j_ = 32 * j_g + j_v;
@@ -159,7 +159,7 @@ int moac_outer_device(const float *restrict x_, const float *restrict y_, const 
         /* kernel k2_D: D: lanes over j */
         #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(D_, x_, y_)
         for (int64_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
-            for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+            for (int64_t j_g = 0; j_g < m_ / 32 + (m_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
                 #pragma acc loop vector
                 for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                     int64_t j_ = 32 * j_g + j_v;
@@ -173,7 +173,7 @@ int moac_outer_device(const float *restrict x_, const float *restrict y_, const 
         #pragma acc parallel loop gang collapse(3) vector_length(32) deviceptr(M_, T_, y_)
         for (int64_t i_ = 0; i_ < n_; ++i_) {  /* DNF axis i < n */
             for (int64_t j_ = 0; j_ < m_; ++j_) {  /* DNF axis j < m */
-                for (int64_t k_g = 0; k_g < moac_ceildiv(m_, 32); ++k_g) {  /* lifted DNF axis k: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+                for (int64_t k_g = 0; k_g < m_ / 32 + (m_ % 32 != 0); ++k_g) {  /* lifted DNF axis k: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
                     #pragma acc loop vector
                     for (int64_t k_v = 0; k_v < 32; ++k_v) {  /* vector lanes: k = k_g·32 + k_v */
                         int64_t k_ = 32 * k_g + k_v;

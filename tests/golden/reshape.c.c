@@ -43,19 +43,25 @@ size_t moac_reshape_workspace_bytes(int64_t n_, int64_t m_)
     return ((sizeof(float) * (size_t)(256) + 255) / 256 * 256);
 }
 
-/* Returns 0 on success, 1 if scratch memory could not be allocated. */
-int moac_reshape(const float *restrict A_, const float *restrict x_, float *restrict flat_, float *restrict swap_, float *restrict grid_, float *restrict cnt_, int64_t n_, int64_t m_)
+/* Scratch lives in `workspace` (moac_reshape_workspace_bytes() bytes, any alignment of 4 bytes);
+ * with workspace == NULL it is allocated and freed here.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_reshape_with_workspace(const float *restrict A_, const float *restrict x_, float *restrict flat_, float *restrict swap_, float *restrict grid_, float *restrict cnt_, int64_t n_, int64_t m_, void *workspace)
 {
     size_t ws_bytes = moac_reshape_workspace_bytes(n_, m_);
-    char *ws = malloc(ws_bytes + 1);
-    if (!ws)
-        return 1;
+    char *ws = workspace;
+    int own = !ws;
+    if (own) {
+        ws = malloc(ws_bytes + 1);
+        if (!ws)
+            return 1;
+    }
     size_t ws_off = 0;
     float *moac_cnt_part = (float *)(ws + ws_off);
     ws_off += (sizeof(float) * (size_t)(256) + 255) / 256 * 256;
     (void)ws_off;
     /* kernel k1_flat: flat: lanes over i */
-    for (int64_t i_g = 0; i_g < moac_ceildiv(m_ * n_, 32); ++i_g) {  /* lifted DNF axis i: ⟨m·n⟩ → ⟨⌈m·n/32⌉ 32⟩ */
+    for (int64_t i_g = 0; i_g < m_ * n_ / 32 + (m_ * n_ % 32 != 0); ++i_g) {  /* lifted DNF axis i: ⟨m·n⟩ → ⟨⌈m·n/32⌉ 32⟩ */
         for (int64_t i_v = 0; i_v < 32; ++i_v) {  /* vector lanes: i = i_g·32 + i_v */
             int64_t i_ = 32 * i_g + i_v;
             if (i_ < m_ * n_) {
@@ -65,7 +71,7 @@ int moac_reshape(const float *restrict A_, const float *restrict x_, float *rest
     }
     /* kernel k2_swap: swap: lanes over j */
     for (int64_t i_ = 0; i_ < m_; ++i_) {  /* DNF axis i < m */
-        for (int64_t j_g = 0; j_g < moac_ceildiv(n_, 32); ++j_g) {  /* lifted DNF axis j: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
+        for (int64_t j_g = 0; j_g < n_ / 32 + (n_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                 int64_t j_ = 32 * j_g + j_v;
                 if (j_ < n_) {
@@ -113,6 +119,14 @@ int moac_reshape(const float *restrict A_, const float *restrict x_, float *rest
         }
         cnt_[0] = acc0;
     }
-    free(ws);
+    if (own)
+        free(ws);
     return 0;
+}
+
+/* The same with scratch allocated and freed here.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_reshape(const float *restrict A_, const float *restrict x_, float *restrict flat_, float *restrict swap_, float *restrict grid_, float *restrict cnt_, int64_t n_, int64_t m_)
+{
+    return moac_reshape_with_workspace(A_, x_, flat_, swap_, grid_, cnt_, n_, m_, NULL);
 }

@@ -75,7 +75,7 @@ static int moac_reshape_fits32(int64_t n_, int64_t m_)
 __global__ void __launch_bounds__(32) moac_reshape_k1_flat(const float *__restrict__ A_, float *__restrict__ flat_, int64_t m_, int64_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv(m_ * n_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_g */
+    for (int64_t moac_gid = blockIdx.x; moac_gid < m_ * n_ / 32 + (m_ * n_ % 32 != 0); moac_gid += gridDim.x) {  /* one block per gang iteration: i_g */
         const int64_t i_g = moac_gid;
         /* vector lanes: i = i_g·32 + i_v */
         {
@@ -93,9 +93,9 @@ __global__ void __launch_bounds__(32) moac_reshape_k1_flat(const float *__restri
 __global__ void __launch_bounds__(32) moac_reshape_k2_swap(const float *__restrict__ A_, float *__restrict__ swap_, int64_t m_, int64_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < m_ * moac_ceildiv(n_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
-        const int64_t i_ = moac_gid / moac_ceildiv(n_, 32);
-        const int64_t j_g = moac_gid % moac_ceildiv(n_, 32);
+    for (int64_t moac_gid = blockIdx.x; moac_gid < m_ * (n_ / 32 + (n_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
+        const int64_t i_ = moac_gid / (n_ / 32 + (n_ % 32 != 0));
+        const int64_t j_g = moac_gid % (n_ / 32 + (n_ % 32 != 0));
         /* vector lanes: j = j_g·32 + j_v */
         {
             const int64_t j_v = moac_lane;
@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(32) moac_reshape_k5_cnt_combine(float *__restr
 __global__ void __launch_bounds__(32) moac_reshape_k1_flat_i32(const float *__restrict__ A_, float *__restrict__ flat_, int32_t m_, int32_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv32(m_ * n_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_g */
+    for (int32_t moac_gid = blockIdx.x; moac_gid < m_ * n_ / 32 + (m_ * n_ % 32 != 0); moac_gid += gridDim.x) {  /* one block per gang iteration: i_g */
         const int32_t i_g = moac_gid;
         /* vector lanes: i = i_g·32 + i_v */
         {
@@ -189,9 +189,9 @@ __global__ void __launch_bounds__(32) moac_reshape_k1_flat_i32(const float *__re
 __global__ void __launch_bounds__(32) moac_reshape_k2_swap_i32(const float *__restrict__ A_, float *__restrict__ swap_, int32_t m_, int32_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < m_ * moac_ceildiv32(n_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
-        const int32_t i_ = moac_gid / moac_ceildiv32(n_, 32);
-        const int32_t j_g = moac_gid % moac_ceildiv32(n_, 32);
+    for (int32_t moac_gid = blockIdx.x; moac_gid < m_ * (n_ / 32 + (n_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
+        const int32_t i_ = moac_gid / (n_ / 32 + (n_ % 32 != 0));
+        const int32_t j_g = moac_gid % (n_ / 32 + (n_ % 32 != 0));
         /* vector lanes: j = j_g·32 + j_v */
         {
             const int32_t j_v = moac_lane;
@@ -289,12 +289,12 @@ extern "C" int moac_reshape_device(const float *__restrict__ A_, const float *__
             const int32_t m_ = (int32_t)moac_wide_m_;
             (void)n_; (void)m_;
             /* kernel k1_flat: flat: lanes over i */
-            if (moac_ceildiv32(m_ * n_, 32) > 0) {
-                moac_reshape_k1_flat_i32<<<(unsigned)(moac_ceildiv32(m_ * n_, 32) < 2147483647 ? moac_ceildiv32(m_ * n_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, flat_, m_, n_);
+            if (m_ * n_ / 32 + (m_ * n_ % 32 != 0) > 0) {
+                moac_reshape_k1_flat_i32<<<(unsigned)(m_ * n_ / 32 + (m_ * n_ % 32 != 0) < 2147483647 ? m_ * n_ / 32 + (m_ * n_ % 32 != 0) : 2147483647), 32, 0, moac_stream>>>(A_, flat_, m_, n_);
             }
             /* kernel k2_swap: swap: lanes over j */
-            if (m_ * moac_ceildiv32(n_, 32) > 0) {
-                moac_reshape_k2_swap_i32<<<(unsigned)(m_ * moac_ceildiv32(n_, 32) < 2147483647 ? m_ * moac_ceildiv32(n_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, swap_, m_, n_);
+            if (m_ * (n_ / 32 + (n_ % 32 != 0)) > 0) {
+                moac_reshape_k2_swap_i32<<<(unsigned)(m_ * (n_ / 32 + (n_ % 32 != 0)) < 2147483647 ? m_ * (n_ / 32 + (n_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(A_, swap_, m_, n_);
             }
             /* kernel k3_grid: grid: lanes over j */
             if (2 > 0) {
@@ -314,12 +314,12 @@ extern "C" int moac_reshape_device(const float *__restrict__ A_, const float *__
         }
     } else {
         /* kernel k1_flat: flat: lanes over i */
-        if (moac_ceildiv(m_ * n_, 32) > 0) {
-            moac_reshape_k1_flat<<<(unsigned)(moac_ceildiv(m_ * n_, 32) < 2147483647 ? moac_ceildiv(m_ * n_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, flat_, m_, n_);
+        if (m_ * n_ / 32 + (m_ * n_ % 32 != 0) > 0) {
+            moac_reshape_k1_flat<<<(unsigned)(m_ * n_ / 32 + (m_ * n_ % 32 != 0) < 2147483647 ? m_ * n_ / 32 + (m_ * n_ % 32 != 0) : 2147483647), 32, 0, moac_stream>>>(A_, flat_, m_, n_);
         }
         /* kernel k2_swap: swap: lanes over j */
-        if (m_ * moac_ceildiv(n_, 32) > 0) {
-            moac_reshape_k2_swap<<<(unsigned)(m_ * moac_ceildiv(n_, 32) < 2147483647 ? m_ * moac_ceildiv(n_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, swap_, m_, n_);
+        if (m_ * (n_ / 32 + (n_ % 32 != 0)) > 0) {
+            moac_reshape_k2_swap<<<(unsigned)(m_ * (n_ / 32 + (n_ % 32 != 0)) < 2147483647 ? m_ * (n_ / 32 + (n_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(A_, swap_, m_, n_);
         }
         /* kernel k3_grid: grid: lanes over j */
         if (2 > 0) {

@@ -104,7 +104,7 @@ int moac_reshape_device(const float *restrict A_, const float *restrict x_, floa
             (void)n_; (void)m_;
             /* kernel k1_flat: flat: lanes over i */
             #pragma acc parallel loop gang vector_length(32) deviceptr(A_, flat_)
-            for (int32_t i_g = 0; i_g < moac_ceildiv32(m_ * n_, 32); ++i_g) {  /* lifted DNF axis i: ⟨m·n⟩ → ⟨⌈m·n/32⌉ 32⟩ */
+            for (int32_t i_g = 0; i_g < m_ * n_ / 32 + (m_ * n_ % 32 != 0); ++i_g) {  /* lifted DNF axis i: ⟨m·n⟩ → ⟨⌈m·n/32⌉ 32⟩ */
                 #pragma acc loop vector
                 for (int32_t i_v = 0; i_v < 32; ++i_v) {  /* vector lanes: i = i_g·32 + i_v */
                     int32_t i_ = 32 * i_g + i_v;
@@ -116,7 +116,7 @@ int moac_reshape_device(const float *restrict A_, const float *restrict x_, floa
             /* kernel k2_swap: swap: lanes over j */
             #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(A_, swap_)
             for (int32_t i_ = 0; i_ < m_; ++i_) {  /* DNF axis i < m */
-                for (int32_t j_g = 0; j_g < moac_ceildiv32(n_, 32); ++j_g) {  /* lifted DNF axis j: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
+                for (int32_t j_g = 0; j_g < n_ / 32 + (n_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
                     #pragma acc loop vector
                     for (int32_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                         int32_t j_ = 32 * j_g + j_v;
@@ -175,7 +175,7 @@ int moac_reshape_device(const float *restrict A_, const float *restrict x_, floa
     } else {
         /* kernel k1_flat: flat: lanes over i */
         #pragma acc parallel loop gang vector_length(32) deviceptr(A_, flat_)
-        for (int64_t i_g = 0; i_g < moac_ceildiv(m_ * n_, 32); ++i_g) {  /* lifted DNF axis i: ⟨m·n⟩ → ⟨⌈m·n/32⌉ 32⟩ */
+        for (int64_t i_g = 0; i_g < m_ * n_ / 32 + (m_ * n_ % 32 != 0); ++i_g) {  /* lifted DNF axis i: ⟨m·n⟩ → ⟨⌈m·n/32⌉ 32⟩ */
             #pragma acc loop vector
             for (int64_t i_v = 0; i_v < 32; ++i_v) {  /* vector lanes: i = i_g·32 + i_v */
                 int64_t i_ = 32 * i_g + i_v;
@@ -187,7 +187,7 @@ int moac_reshape_device(const float *restrict A_, const float *restrict x_, floa
         /* kernel k2_swap: swap: lanes over j */
         #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(A_, swap_)
         for (int64_t i_ = 0; i_ < m_; ++i_) {  /* DNF axis i < m */
-            for (int64_t j_g = 0; j_g < moac_ceildiv(n_, 32); ++j_g) {  /* lifted DNF axis j: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
+            for (int64_t j_g = 0; j_g < n_ / 32 + (n_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
                 #pragma acc loop vector
                 for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                     int64_t j_ = 32 * j_g + j_v;

@@ -43,18 +43,24 @@ size_t moac_take_reverse_workspace_bytes(int64_t n_, int64_t m_)
     return 0;
 }
 
-/* Returns 0 on success, 1 if scratch memory could not be allocated. */
-int moac_take_reverse(const float *restrict A_, float *restrict R_, float *restrict r_, float *restrict h_, int64_t n_, int64_t m_)
+/* Scratch lives in `workspace` (moac_take_reverse_workspace_bytes() bytes, any alignment of 4 bytes);
+ * with workspace == NULL it is allocated and freed here.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_take_reverse_with_workspace(const float *restrict A_, float *restrict R_, float *restrict r_, float *restrict h_, int64_t n_, int64_t m_, void *workspace)
 {
     size_t ws_bytes = moac_take_reverse_workspace_bytes(n_, m_);
-    char *ws = malloc(ws_bytes + 1);
-    if (!ws)
-        return 1;
+    char *ws = workspace;
+    int own = !ws;
+    if (own) {
+        ws = malloc(ws_bytes + 1);
+        if (!ws)
+            return 1;
+    }
     size_t ws_off = 0;
     (void)ws_off;
     /* kernel k1_R: R: lanes over j */
     for (int64_t i_ = 0; i_ < 3; ++i_) {  /* DNF axis i < 3 */
-        for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+        for (int64_t j_g = 0; j_g < m_ / 32 + (m_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                 int64_t j_ = 32 * j_g + j_v;
                 if (j_ < m_) {
@@ -64,7 +70,7 @@ int moac_take_reverse(const float *restrict A_, float *restrict R_, float *restr
         }
     }
     /* kernel k2_r: r: lanes over j */
-    for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+    for (int64_t j_g = 0; j_g < m_ / 32 + (m_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
         for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
             int64_t j_ = 32 * j_g + j_v;
             if (j_ < m_) {
@@ -74,7 +80,7 @@ int moac_take_reverse(const float *restrict A_, float *restrict R_, float *restr
     }
     /* kernel k3_h: h: lanes over j */
     for (int64_t i_ = 0; i_ < 2; ++i_) {  /* DNF axis i < 2 */
-        for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+        for (int64_t j_g = 0; j_g < m_ / 32 + (m_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                 int64_t j_ = 32 * j_g + j_v;
                 if (j_ < m_) {
@@ -83,6 +89,14 @@ int moac_take_reverse(const float *restrict A_, float *restrict R_, float *restr
             }
         }
     }
-    free(ws);
+    if (own)
+        free(ws);
     return 0;
+}
+
+/* The same with scratch allocated and freed here.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_take_reverse(const float *restrict A_, float *restrict R_, float *restrict r_, float *restrict h_, int64_t n_, int64_t m_)
+{
+    return moac_take_reverse_with_workspace(A_, R_, r_, h_, n_, m_, NULL);
 }

@@ -74,9 +74,9 @@ static int moac_take_reverse_fits32(int64_t n_, int64_t m_)
 __global__ void __launch_bounds__(32) moac_take_reverse_k1_R(const float *__restrict__ A_, float *__restrict__ R_, int64_t m_, int64_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < 3 * moac_ceildiv(m_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
-        const int64_t i_ = moac_gid / moac_ceildiv(m_, 32);
-        const int64_t j_g = moac_gid % moac_ceildiv(m_, 32);
+    for (int64_t moac_gid = blockIdx.x; moac_gid < 3 * (m_ / 32 + (m_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
+        const int64_t i_ = moac_gid / (m_ / 32 + (m_ % 32 != 0));
+        const int64_t j_g = moac_gid % (m_ / 32 + (m_ % 32 != 0));
         /* vector lanes: j = j_g·32 + j_v */
         {
             const int64_t j_v = moac_lane;
@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(32) moac_take_reverse_k1_R(const float *__rest
 __global__ void __launch_bounds__(32) moac_take_reverse_k2_r(const float *__restrict__ A_, float *__restrict__ r_, int64_t m_, int64_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv(m_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: j_g */
+    for (int64_t moac_gid = blockIdx.x; moac_gid < m_ / 32 + (m_ % 32 != 0); moac_gid += gridDim.x) {  /* one block per gang iteration: j_g */
         const int64_t j_g = moac_gid;
         /* vector lanes: j = j_g·32 + j_v */
         {
@@ -111,9 +111,9 @@ __global__ void __launch_bounds__(32) moac_take_reverse_k2_r(const float *__rest
 __global__ void __launch_bounds__(32) moac_take_reverse_k3_h(const float *__restrict__ A_, float *__restrict__ h_, int64_t m_, int64_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < 2 * moac_ceildiv(m_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
-        const int64_t i_ = moac_gid / moac_ceildiv(m_, 32);
-        const int64_t j_g = moac_gid % moac_ceildiv(m_, 32);
+    for (int64_t moac_gid = blockIdx.x; moac_gid < 2 * (m_ / 32 + (m_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
+        const int64_t i_ = moac_gid / (m_ / 32 + (m_ % 32 != 0));
+        const int64_t j_g = moac_gid % (m_ / 32 + (m_ % 32 != 0));
         /* vector lanes: j = j_g·32 + j_v */
         {
             const int64_t j_v = moac_lane;
@@ -130,9 +130,9 @@ __global__ void __launch_bounds__(32) moac_take_reverse_k3_h(const float *__rest
 __global__ void __launch_bounds__(32) moac_take_reverse_k1_R_i32(const float *__restrict__ A_, float *__restrict__ R_, int32_t m_, int32_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < 3 * moac_ceildiv32(m_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
-        const int32_t i_ = moac_gid / moac_ceildiv32(m_, 32);
-        const int32_t j_g = moac_gid % moac_ceildiv32(m_, 32);
+    for (int32_t moac_gid = blockIdx.x; moac_gid < 3 * (m_ / 32 + (m_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
+        const int32_t i_ = moac_gid / (m_ / 32 + (m_ % 32 != 0));
+        const int32_t j_g = moac_gid % (m_ / 32 + (m_ % 32 != 0));
         /* vector lanes: j = j_g·32 + j_v */
         {
             const int32_t j_v = moac_lane;
@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(32) moac_take_reverse_k1_R_i32(const float *__
 __global__ void __launch_bounds__(32) moac_take_reverse_k2_r_i32(const float *__restrict__ A_, float *__restrict__ r_, int32_t m_, int32_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < moac_ceildiv32(m_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: j_g */
+    for (int32_t moac_gid = blockIdx.x; moac_gid < m_ / 32 + (m_ % 32 != 0); moac_gid += gridDim.x) {  /* one block per gang iteration: j_g */
         const int32_t j_g = moac_gid;
         /* vector lanes: j = j_g·32 + j_v */
         {
@@ -167,9 +167,9 @@ __global__ void __launch_bounds__(32) moac_take_reverse_k2_r_i32(const float *__
 __global__ void __launch_bounds__(32) moac_take_reverse_k3_h_i32(const float *__restrict__ A_, float *__restrict__ h_, int32_t m_, int32_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < 2 * moac_ceildiv32(m_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
-        const int32_t i_ = moac_gid / moac_ceildiv32(m_, 32);
-        const int32_t j_g = moac_gid % moac_ceildiv32(m_, 32);
+    for (int32_t moac_gid = blockIdx.x; moac_gid < 2 * (m_ / 32 + (m_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
+        const int32_t i_ = moac_gid / (m_ / 32 + (m_ % 32 != 0));
+        const int32_t j_g = moac_gid % (m_ / 32 + (m_ % 32 != 0));
         /* vector lanes: j = j_g·32 + j_v */
         {
             const int32_t j_v = moac_lane;
@@ -201,30 +201,30 @@ extern "C" int moac_take_reverse_device(const float *__restrict__ A_, float *__r
             const int32_t m_ = (int32_t)moac_wide_m_;
             (void)n_; (void)m_;
             /* kernel k1_R: R: lanes over j */
-            if (3 * moac_ceildiv32(m_, 32) > 0) {
-                moac_take_reverse_k1_R_i32<<<(unsigned)(3 * moac_ceildiv32(m_, 32) < 2147483647 ? 3 * moac_ceildiv32(m_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, R_, m_, n_);
+            if (3 * (m_ / 32 + (m_ % 32 != 0)) > 0) {
+                moac_take_reverse_k1_R_i32<<<(unsigned)(3 * (m_ / 32 + (m_ % 32 != 0)) < 2147483647 ? 3 * (m_ / 32 + (m_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(A_, R_, m_, n_);
             }
             /* kernel k2_r: r: lanes over j */
-            if (moac_ceildiv32(m_, 32) > 0) {
-                moac_take_reverse_k2_r_i32<<<(unsigned)(moac_ceildiv32(m_, 32) < 2147483647 ? moac_ceildiv32(m_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, r_, m_, n_);
+            if (m_ / 32 + (m_ % 32 != 0) > 0) {
+                moac_take_reverse_k2_r_i32<<<(unsigned)(m_ / 32 + (m_ % 32 != 0) < 2147483647 ? m_ / 32 + (m_ % 32 != 0) : 2147483647), 32, 0, moac_stream>>>(A_, r_, m_, n_);
             }
             /* kernel k3_h: h: lanes over j */
-            if (2 * moac_ceildiv32(m_, 32) > 0) {
-                moac_take_reverse_k3_h_i32<<<(unsigned)(2 * moac_ceildiv32(m_, 32) < 2147483647 ? 2 * moac_ceildiv32(m_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, h_, m_, n_);
+            if (2 * (m_ / 32 + (m_ % 32 != 0)) > 0) {
+                moac_take_reverse_k3_h_i32<<<(unsigned)(2 * (m_ / 32 + (m_ % 32 != 0)) < 2147483647 ? 2 * (m_ / 32 + (m_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(A_, h_, m_, n_);
             }
         }
     } else {
         /* kernel k1_R: R: lanes over j */
-        if (3 * moac_ceildiv(m_, 32) > 0) {
-            moac_take_reverse_k1_R<<<(unsigned)(3 * moac_ceildiv(m_, 32) < 2147483647 ? 3 * moac_ceildiv(m_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, R_, m_, n_);
+        if (3 * (m_ / 32 + (m_ % 32 != 0)) > 0) {
+            moac_take_reverse_k1_R<<<(unsigned)(3 * (m_ / 32 + (m_ % 32 != 0)) < 2147483647 ? 3 * (m_ / 32 + (m_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(A_, R_, m_, n_);
         }
         /* kernel k2_r: r: lanes over j */
-        if (moac_ceildiv(m_, 32) > 0) {
-            moac_take_reverse_k2_r<<<(unsigned)(moac_ceildiv(m_, 32) < 2147483647 ? moac_ceildiv(m_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, r_, m_, n_);
+        if (m_ / 32 + (m_ % 32 != 0) > 0) {
+            moac_take_reverse_k2_r<<<(unsigned)(m_ / 32 + (m_ % 32 != 0) < 2147483647 ? m_ / 32 + (m_ % 32 != 0) : 2147483647), 32, 0, moac_stream>>>(A_, r_, m_, n_);
         }
         /* kernel k3_h: h: lanes over j */
-        if (2 * moac_ceildiv(m_, 32) > 0) {
-            moac_take_reverse_k3_h<<<(unsigned)(2 * moac_ceildiv(m_, 32) < 2147483647 ? 2 * moac_ceildiv(m_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, h_, m_, n_);
+        if (2 * (m_ / 32 + (m_ % 32 != 0)) > 0) {
+            moac_take_reverse_k3_h<<<(unsigned)(2 * (m_ / 32 + (m_ % 32 != 0)) < 2147483647 ? 2 * (m_ / 32 + (m_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(A_, h_, m_, n_);
         }
     }
     return cudaGetLastError() == cudaSuccess ? 0 : 4;

@@ -103,7 +103,7 @@ int moac_take_reverse_device(const float *restrict A_, float *restrict R_, float
             /* kernel k1_R: R: lanes over j */
             #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(A_, R_)
             for (int32_t i_ = 0; i_ < 3; ++i_) {  /* DNF axis i < 3 */
-                for (int32_t j_g = 0; j_g < moac_ceildiv32(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+                for (int32_t j_g = 0; j_g < m_ / 32 + (m_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
                     #pragma acc loop vector
                     for (int32_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                         int32_t j_ = 32 * j_g + j_v;
@@ -115,7 +115,7 @@ int moac_take_reverse_device(const float *restrict A_, float *restrict R_, float
             }
             /* kernel k2_r: r: lanes over j */
             #pragma acc parallel loop gang vector_length(32) deviceptr(A_, r_)
-            for (int32_t j_g = 0; j_g < moac_ceildiv32(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+            for (int32_t j_g = 0; j_g < m_ / 32 + (m_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
                 #pragma acc loop vector
                 for (int32_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                     int32_t j_ = 32 * j_g + j_v;
@@ -127,7 +127,7 @@ int moac_take_reverse_device(const float *restrict A_, float *restrict R_, float
             /* kernel k3_h: h: lanes over j */
             #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(A_, h_)
             for (int32_t i_ = 0; i_ < 2; ++i_) {  /* DNF axis i < 2 */
-                for (int32_t j_g = 0; j_g < moac_ceildiv32(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+                for (int32_t j_g = 0; j_g < m_ / 32 + (m_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
                     #pragma acc loop vector
                     for (int32_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                         int32_t j_ = 32 * j_g + j_v;
@@ -142,7 +142,7 @@ int moac_take_reverse_device(const float *restrict A_, float *restrict R_, float
         /* kernel k1_R: R: lanes over j */
         #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(A_, R_)
         for (int64_t i_ = 0; i_ < 3; ++i_) {  /* DNF axis i < 3 */
-            for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+            for (int64_t j_g = 0; j_g < m_ / 32 + (m_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
                 #pragma acc loop vector
                 for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                     int64_t j_ = 32 * j_g + j_v;
@@ -154,7 +154,7 @@ int moac_take_reverse_device(const float *restrict A_, float *restrict R_, float
         }
         /* kernel k2_r: r: lanes over j */
         #pragma acc parallel loop gang vector_length(32) deviceptr(A_, r_)
-        for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+        for (int64_t j_g = 0; j_g < m_ / 32 + (m_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
             #pragma acc loop vector
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                 int64_t j_ = 32 * j_g + j_v;
@@ -166,7 +166,7 @@ int moac_take_reverse_device(const float *restrict A_, float *restrict R_, float
         /* kernel k3_h: h: lanes over j */
         #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(A_, h_)
         for (int64_t i_ = 0; i_ < 2; ++i_) {  /* DNF axis i < 2 */
-            for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+            for (int64_t j_g = 0; j_g < m_ / 32 + (m_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
                 #pragma acc loop vector
                 for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                     int64_t j_ = 32 * j_g + j_v;

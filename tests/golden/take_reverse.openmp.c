@@ -27,11 +27,15 @@ static inline float moac_f16_to_f32(uint16_t h) {
     else u = sign | ((e + 112) << 23) | (m << 13);
     union { uint32_t u; float f; } v; v.u = u; return v.f;
 }
+/* SIMD lanes call libmvec's vector exp2f (declared by glibc only under -ffast-math) */
+#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
+float exp2f(float) __attribute__((simd("notinbranch")));
+#endif
 /* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that
  * keeps at most 1024 chunks per frame (the combine folds them with lanes over the chunks)
- * and about 16384 gangs in all (this target's choice) */
+ * and about 256 gangs in all (this target's choice) */
 static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
-    int64_t by_chunks = (tokens + 1023) / 1024, by_gangs = (tokens * frames + 16383) / 16384;
+    int64_t by_chunks = (tokens + 1023) / 1024, by_gangs = (tokens * frames + 255) / 256;
     int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = 16;
     while (c < want && c < 1024) c *= 2;
     return c;
@@ -43,19 +47,26 @@ size_t moac_take_reverse_workspace_bytes(int64_t n_, int64_t m_)
     return 0;
 }
 
-/* Returns 0 on success, 1 if scratch memory could not be allocated. */
-int moac_take_reverse(const float *restrict A_, float *restrict R_, float *restrict r_, float *restrict h_, int64_t n_, int64_t m_)
+/* Scratch lives in `workspace` (moac_take_reverse_workspace_bytes() bytes, any alignment of 4 bytes);
+ * with workspace == NULL it is allocated and freed here.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_take_reverse_with_workspace(const float *restrict A_, float *restrict R_, float *restrict r_, float *restrict h_, int64_t n_, int64_t m_, void *workspace)
 {
     size_t ws_bytes = moac_take_reverse_workspace_bytes(n_, m_);
-    char *ws = malloc(ws_bytes + 1);
-    if (!ws)
-        return 1;
+    char *ws = workspace;
+    int own = !ws;
+    if (own) {
+        ws = malloc(ws_bytes + 1);
+        if (!ws)
+            return 1;
+    }
     size_t ws_off = 0;
     (void)ws_off;
     /* kernel k1_R: R: lanes over j */
     #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t i_ = 0; i_ < 3; ++i_) {  /* DNF axis i < 3 */
-        for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+        for (int64_t j_g = 0; j_g < m_ / 32 + (m_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+            #pragma omp simd
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                 int64_t j_ = 32 * j_g + j_v;
                 if (j_ < m_) {
@@ -66,7 +77,8 @@ int moac_take_reverse(const float *restrict A_, float *restrict R_, float *restr
     }
     /* kernel k2_r: r: lanes over j */
     #pragma omp parallel for schedule(static)
-    for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+    for (int64_t j_g = 0; j_g < m_ / 32 + (m_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+        #pragma omp simd
         for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
             int64_t j_ = 32 * j_g + j_v;
             if (j_ < m_) {
@@ -77,7 +89,8 @@ int moac_take_reverse(const float *restrict A_, float *restrict R_, float *restr
     /* kernel k3_h: h: lanes over j */
     #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t i_ = 0; i_ < 2; ++i_) {  /* DNF axis i < 2 */
-        for (int64_t j_g = 0; j_g < moac_ceildiv(m_, 32); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+        for (int64_t j_g = 0; j_g < m_ / 32 + (m_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+            #pragma omp simd
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                 int64_t j_ = 32 * j_g + j_v;
                 if (j_ < m_) {
@@ -86,6 +99,14 @@ int moac_take_reverse(const float *restrict A_, float *restrict R_, float *restr
             }
         }
     }
-    free(ws);
+    if (own)
+        free(ws);
     return 0;
+}
+
+/* The same with scratch allocated and freed here.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_take_reverse(const float *restrict A_, float *restrict R_, float *restrict r_, float *restrict h_, int64_t n_, int64_t m_)
+{
+    return moac_take_reverse_with_workspace(A_, R_, r_, h_, n_, m_, NULL);
 }

@@ -43,19 +43,25 @@ size_t moac_transpose_workspace_bytes(int64_t n_, int64_t m_, int64_t p_)
     return 0;
 }
 
-/* Returns 0 on success, 1 if scratch memory could not be allocated. */
-int moac_transpose(const float *restrict A_, const float *restrict M_, float *restrict T_, float *restrict T2_, float *restrict Mt_, float *restrict G_, int64_t n_, int64_t m_, int64_t p_)
+/* Scratch lives in `workspace` (moac_transpose_workspace_bytes() bytes, any alignment of 4 bytes);
+ * with workspace == NULL it is allocated and freed here.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_transpose_with_workspace(const float *restrict A_, const float *restrict M_, float *restrict T_, float *restrict T2_, float *restrict Mt_, float *restrict G_, int64_t n_, int64_t m_, int64_t p_, void *workspace)
 {
     size_t ws_bytes = moac_transpose_workspace_bytes(n_, m_, p_);
-    char *ws = malloc(ws_bytes + 1);
-    if (!ws)
-        return 1;
+    char *ws = workspace;
+    int own = !ws;
+    if (own) {
+        ws = malloc(ws_bytes + 1);
+        if (!ws)
+            return 1;
+    }
     size_t ws_off = 0;
     (void)ws_off;
     /* kernel k1_T: T: lanes over k */
     for (int64_t i_ = 0; i_ < p_; ++i_) {  /* DNF axis i < p */
         for (int64_t j_ = 0; j_ < n_; ++j_) {  /* DNF axis j < n */
-            for (int64_t k_g = 0; k_g < moac_ceildiv(m_, 32); ++k_g) {  /* lifted DNF axis k: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+            for (int64_t k_g = 0; k_g < m_ / 32 + (m_ % 32 != 0); ++k_g) {  /* lifted DNF axis k: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
                 for (int64_t k_v = 0; k_v < 32; ++k_v) {  /* vector lanes: k = k_g·32 + k_v */
                     int64_t k_ = 32 * k_g + k_v;
                     if (k_ < m_) {
@@ -68,7 +74,7 @@ int moac_transpose(const float *restrict A_, const float *restrict M_, float *re
     /* kernel k2_T2: T2: lanes over k */
     for (int64_t i_ = 0; i_ < m_; ++i_) {  /* DNF axis i < m */
         for (int64_t j_ = 0; j_ < p_; ++j_) {  /* DNF axis j < p */
-            for (int64_t k_g = 0; k_g < moac_ceildiv(n_, 32); ++k_g) {  /* lifted DNF axis k: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
+            for (int64_t k_g = 0; k_g < n_ / 32 + (n_ % 32 != 0); ++k_g) {  /* lifted DNF axis k: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
                 for (int64_t k_v = 0; k_v < 32; ++k_v) {  /* vector lanes: k = k_g·32 + k_v */
                     int64_t k_ = 32 * k_g + k_v;
                     if (k_ < n_) {
@@ -80,7 +86,7 @@ int moac_transpose(const float *restrict A_, const float *restrict M_, float *re
     }
     /* kernel k3_Mt: Mt: lanes over j */
     for (int64_t i_ = 0; i_ < m_; ++i_) {  /* DNF axis i < m */
-        for (int64_t j_g = 0; j_g < moac_ceildiv(n_, 32); ++j_g) {  /* lifted DNF axis j: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
+        for (int64_t j_g = 0; j_g < n_ / 32 + (n_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                 int64_t j_ = 32 * j_g + j_v;
                 if (j_ < n_) {
@@ -99,6 +105,14 @@ int moac_transpose(const float *restrict A_, const float *restrict M_, float *re
             G_[i_ * n_ + j_] = acc1;
         }
     }
-    free(ws);
+    if (own)
+        free(ws);
     return 0;
+}
+
+/* The same with scratch allocated and freed here.
+ * Returns 0 on success, 1 if scratch memory could not be allocated. */
+int moac_transpose(const float *restrict A_, const float *restrict M_, float *restrict T_, float *restrict T2_, float *restrict Mt_, float *restrict G_, int64_t n_, int64_t m_, int64_t p_)
+{
+    return moac_transpose_with_workspace(A_, M_, T_, T2_, Mt_, G_, n_, m_, p_, NULL);
 }

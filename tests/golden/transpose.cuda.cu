@@ -75,10 +75,10 @@ static int moac_transpose_fits32(int64_t n_, int64_t m_, int64_t p_)
 __global__ void __launch_bounds__(32) moac_transpose_k1_T(const float *__restrict__ A_, float *__restrict__ T_, int64_t m_, int64_t n_, int64_t p_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < p_ * n_ * moac_ceildiv(m_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_, k_g */
-        const int64_t i_ = moac_gid / moac_ceildiv(m_, 32) / n_;
-        const int64_t j_ = moac_gid / moac_ceildiv(m_, 32) % n_;
-        const int64_t k_g = moac_gid % moac_ceildiv(m_, 32);
+    for (int64_t moac_gid = blockIdx.x; moac_gid < p_ * n_ * (m_ / 32 + (m_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_, k_g */
+        const int64_t i_ = moac_gid / (m_ / 32 + (m_ % 32 != 0)) / n_;
+        const int64_t j_ = moac_gid / (m_ / 32 + (m_ % 32 != 0)) % n_;
+        const int64_t k_g = moac_gid % (m_ / 32 + (m_ % 32 != 0));
         /* vector lanes: k = k_g·32 + k_v */
         {
             const int64_t k_v = moac_lane;
@@ -95,10 +95,10 @@ __global__ void __launch_bounds__(32) moac_transpose_k1_T(const float *__restric
 __global__ void __launch_bounds__(32) moac_transpose_k2_T2(const float *__restrict__ A_, float *__restrict__ T2_, int64_t m_, int64_t n_, int64_t p_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < m_ * p_ * moac_ceildiv(n_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_, k_g */
-        const int64_t i_ = moac_gid / moac_ceildiv(n_, 32) / p_;
-        const int64_t j_ = moac_gid / moac_ceildiv(n_, 32) % p_;
-        const int64_t k_g = moac_gid % moac_ceildiv(n_, 32);
+    for (int64_t moac_gid = blockIdx.x; moac_gid < m_ * p_ * (n_ / 32 + (n_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_, k_g */
+        const int64_t i_ = moac_gid / (n_ / 32 + (n_ % 32 != 0)) / p_;
+        const int64_t j_ = moac_gid / (n_ / 32 + (n_ % 32 != 0)) % p_;
+        const int64_t k_g = moac_gid % (n_ / 32 + (n_ % 32 != 0));
         /* vector lanes: k = k_g·32 + k_v */
         {
             const int64_t k_v = moac_lane;
@@ -115,9 +115,9 @@ __global__ void __launch_bounds__(32) moac_transpose_k2_T2(const float *__restri
 __global__ void __launch_bounds__(32) moac_transpose_k3_Mt(const float *__restrict__ M_, float *__restrict__ Mt_, int64_t m_, int64_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < m_ * moac_ceildiv(n_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
-        const int64_t i_ = moac_gid / moac_ceildiv(n_, 32);
-        const int64_t j_g = moac_gid % moac_ceildiv(n_, 32);
+    for (int64_t moac_gid = blockIdx.x; moac_gid < m_ * (n_ / 32 + (n_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
+        const int64_t i_ = moac_gid / (n_ / 32 + (n_ % 32 != 0));
+        const int64_t j_g = moac_gid % (n_ / 32 + (n_ % 32 != 0));
         /* vector lanes: j = j_g·32 + j_v */
         {
             const int64_t j_v = moac_lane;
@@ -155,10 +155,10 @@ __global__ void __launch_bounds__(32) moac_transpose_k4_G(float *__restrict__ G_
 __global__ void __launch_bounds__(32) moac_transpose_k1_T_i32(const float *__restrict__ A_, float *__restrict__ T_, int32_t m_, int32_t n_, int32_t p_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < p_ * n_ * moac_ceildiv32(m_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_, k_g */
-        const int32_t i_ = moac_gid / moac_ceildiv32(m_, 32) / n_;
-        const int32_t j_ = moac_gid / moac_ceildiv32(m_, 32) % n_;
-        const int32_t k_g = moac_gid % moac_ceildiv32(m_, 32);
+    for (int32_t moac_gid = blockIdx.x; moac_gid < p_ * n_ * (m_ / 32 + (m_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_, k_g */
+        const int32_t i_ = moac_gid / (m_ / 32 + (m_ % 32 != 0)) / n_;
+        const int32_t j_ = moac_gid / (m_ / 32 + (m_ % 32 != 0)) % n_;
+        const int32_t k_g = moac_gid % (m_ / 32 + (m_ % 32 != 0));
         /* vector lanes: k = k_g·32 + k_v */
         {
             const int32_t k_v = moac_lane;
@@ -175,10 +175,10 @@ __global__ void __launch_bounds__(32) moac_transpose_k1_T_i32(const float *__res
 __global__ void __launch_bounds__(32) moac_transpose_k2_T2_i32(const float *__restrict__ A_, float *__restrict__ T2_, int32_t m_, int32_t n_, int32_t p_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < m_ * p_ * moac_ceildiv32(n_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_, k_g */
-        const int32_t i_ = moac_gid / moac_ceildiv32(n_, 32) / p_;
-        const int32_t j_ = moac_gid / moac_ceildiv32(n_, 32) % p_;
-        const int32_t k_g = moac_gid % moac_ceildiv32(n_, 32);
+    for (int32_t moac_gid = blockIdx.x; moac_gid < m_ * p_ * (n_ / 32 + (n_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_, k_g */
+        const int32_t i_ = moac_gid / (n_ / 32 + (n_ % 32 != 0)) / p_;
+        const int32_t j_ = moac_gid / (n_ / 32 + (n_ % 32 != 0)) % p_;
+        const int32_t k_g = moac_gid % (n_ / 32 + (n_ % 32 != 0));
         /* vector lanes: k = k_g·32 + k_v */
         {
             const int32_t k_v = moac_lane;
@@ -195,9 +195,9 @@ __global__ void __launch_bounds__(32) moac_transpose_k2_T2_i32(const float *__re
 __global__ void __launch_bounds__(32) moac_transpose_k3_Mt_i32(const float *__restrict__ M_, float *__restrict__ Mt_, int32_t m_, int32_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < m_ * moac_ceildiv32(n_, 32); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
-        const int32_t i_ = moac_gid / moac_ceildiv32(n_, 32);
-        const int32_t j_g = moac_gid % moac_ceildiv32(n_, 32);
+    for (int32_t moac_gid = blockIdx.x; moac_gid < m_ * (n_ / 32 + (n_ % 32 != 0)); moac_gid += gridDim.x) {  /* one block per gang iteration: i_, j_g */
+        const int32_t i_ = moac_gid / (n_ / 32 + (n_ % 32 != 0));
+        const int32_t j_g = moac_gid % (n_ / 32 + (n_ % 32 != 0));
         /* vector lanes: j = j_g·32 + j_v */
         {
             const int32_t j_v = moac_lane;
@@ -252,16 +252,16 @@ extern "C" int moac_transpose_device(const float *__restrict__ A_, const float *
             const int32_t p_ = (int32_t)moac_wide_p_;
             (void)n_; (void)m_; (void)p_;
             /* kernel k1_T: T: lanes over k */
-            if (p_ * n_ * moac_ceildiv32(m_, 32) > 0) {
-                moac_transpose_k1_T_i32<<<(unsigned)(p_ * n_ * moac_ceildiv32(m_, 32) < 2147483647 ? p_ * n_ * moac_ceildiv32(m_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, T_, m_, n_, p_);
+            if (p_ * n_ * (m_ / 32 + (m_ % 32 != 0)) > 0) {
+                moac_transpose_k1_T_i32<<<(unsigned)(p_ * n_ * (m_ / 32 + (m_ % 32 != 0)) < 2147483647 ? p_ * n_ * (m_ / 32 + (m_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(A_, T_, m_, n_, p_);
             }
             /* kernel k2_T2: T2: lanes over k */
-            if (m_ * p_ * moac_ceildiv32(n_, 32) > 0) {
-                moac_transpose_k2_T2_i32<<<(unsigned)(m_ * p_ * moac_ceildiv32(n_, 32) < 2147483647 ? m_ * p_ * moac_ceildiv32(n_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, T2_, m_, n_, p_);
+            if (m_ * p_ * (n_ / 32 + (n_ % 32 != 0)) > 0) {
+                moac_transpose_k2_T2_i32<<<(unsigned)(m_ * p_ * (n_ / 32 + (n_ % 32 != 0)) < 2147483647 ? m_ * p_ * (n_ / 32 + (n_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(A_, T2_, m_, n_, p_);
             }
             /* kernel k3_Mt: Mt: lanes over j */
-            if (m_ * moac_ceildiv32(n_, 32) > 0) {
-                moac_transpose_k3_Mt_i32<<<(unsigned)(m_ * moac_ceildiv32(n_, 32) < 2147483647 ? m_ * moac_ceildiv32(n_, 32) : 2147483647), 32, 0, moac_stream>>>(M_, Mt_, m_, n_);
+            if (m_ * (n_ / 32 + (n_ % 32 != 0)) > 0) {
+                moac_transpose_k3_Mt_i32<<<(unsigned)(m_ * (n_ / 32 + (n_ % 32 != 0)) < 2147483647 ? m_ * (n_ / 32 + (n_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(M_, Mt_, m_, n_);
             }
             /* kernel k4_G: G: lanes over k */
             if (n_ * n_ > 0) {
@@ -270,16 +270,16 @@ extern "C" int moac_transpose_device(const float *__restrict__ A_, const float *
         }
     } else {
         /* kernel k1_T: T: lanes over k */
-        if (p_ * n_ * moac_ceildiv(m_, 32) > 0) {
-            moac_transpose_k1_T<<<(unsigned)(p_ * n_ * moac_ceildiv(m_, 32) < 2147483647 ? p_ * n_ * moac_ceildiv(m_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, T_, m_, n_, p_);
+        if (p_ * n_ * (m_ / 32 + (m_ % 32 != 0)) > 0) {
+            moac_transpose_k1_T<<<(unsigned)(p_ * n_ * (m_ / 32 + (m_ % 32 != 0)) < 2147483647 ? p_ * n_ * (m_ / 32 + (m_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(A_, T_, m_, n_, p_);
         }
         /* kernel k2_T2: T2: lanes over k */
-        if (m_ * p_ * moac_ceildiv(n_, 32) > 0) {
-            moac_transpose_k2_T2<<<(unsigned)(m_ * p_ * moac_ceildiv(n_, 32) < 2147483647 ? m_ * p_ * moac_ceildiv(n_, 32) : 2147483647), 32, 0, moac_stream>>>(A_, T2_, m_, n_, p_);
+        if (m_ * p_ * (n_ / 32 + (n_ % 32 != 0)) > 0) {
+            moac_transpose_k2_T2<<<(unsigned)(m_ * p_ * (n_ / 32 + (n_ % 32 != 0)) < 2147483647 ? m_ * p_ * (n_ / 32 + (n_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(A_, T2_, m_, n_, p_);
         }
         /* kernel k3_Mt: Mt: lanes over j */
-        if (m_ * moac_ceildiv(n_, 32) > 0) {
-            moac_transpose_k3_Mt<<<(unsigned)(m_ * moac_ceildiv(n_, 32) < 2147483647 ? m_ * moac_ceildiv(n_, 32) : 2147483647), 32, 0, moac_stream>>>(M_, Mt_, m_, n_);
+        if (m_ * (n_ / 32 + (n_ % 32 != 0)) > 0) {
+            moac_transpose_k3_Mt<<<(unsigned)(m_ * (n_ / 32 + (n_ % 32 != 0)) < 2147483647 ? m_ * (n_ / 32 + (n_ % 32 != 0)) : 2147483647), 32, 0, moac_stream>>>(M_, Mt_, m_, n_);
         }
         /* kernel k4_G: G: lanes over k */
         if (n_ * n_ > 0) {

@@ -106,7 +106,7 @@ int moac_transpose_device(const float *restrict A_, const float *restrict M_, fl
             #pragma acc parallel loop gang collapse(3) vector_length(32) deviceptr(A_, T_)
             for (int32_t i_ = 0; i_ < p_; ++i_) {  /* DNF axis i < p */
                 for (int32_t j_ = 0; j_ < n_; ++j_) {  /* DNF axis j < n */
-                    for (int32_t k_g = 0; k_g < moac_ceildiv32(m_, 32); ++k_g) {  /* lifted DNF axis k: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+                    for (int32_t k_g = 0; k_g < m_ / 32 + (m_ % 32 != 0); ++k_g) {  /* lifted DNF axis k: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
                         #pragma acc loop vector
                         for (int32_t k_v = 0; k_v < 32; ++k_v) {  /* vector lanes: k = k_g·32 + k_v */
                             int32_t k_ = 32 * k_g + k_v;
@@ -121,7 +121,7 @@ int moac_transpose_device(const float *restrict A_, const float *restrict M_, fl
             #pragma acc parallel loop gang collapse(3) vector_length(32) deviceptr(A_, T2_)
             for (int32_t i_ = 0; i_ < m_; ++i_) {  /* DNF axis i < m */
                 for (int32_t j_ = 0; j_ < p_; ++j_) {  /* DNF axis j < p */
-                    for (int32_t k_g = 0; k_g < moac_ceildiv32(n_, 32); ++k_g) {  /* lifted DNF axis k: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
+                    for (int32_t k_g = 0; k_g < n_ / 32 + (n_ % 32 != 0); ++k_g) {  /* lifted DNF axis k: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
                         #pragma acc loop vector
                         for (int32_t k_v = 0; k_v < 32; ++k_v) {  /* vector lanes: k = k_g·32 + k_v */
                             int32_t k_ = 32 * k_g + k_v;
@@ -135,7 +135,7 @@ int moac_transpose_device(const float *restrict A_, const float *restrict M_, fl
             /* kernel k3_Mt: Mt: lanes over j */
             #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(M_, Mt_)
             for (int32_t i_ = 0; i_ < m_; ++i_) {  /* DNF axis i < m */
-                for (int32_t j_g = 0; j_g < moac_ceildiv32(n_, 32); ++j_g) {  /* lifted DNF axis j: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
+                for (int32_t j_g = 0; j_g < n_ / 32 + (n_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
                     #pragma acc loop vector
                     for (int32_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                         int32_t j_ = 32 * j_g + j_v;
@@ -163,7 +163,7 @@ int moac_transpose_device(const float *restrict A_, const float *restrict M_, fl
         #pragma acc parallel loop gang collapse(3) vector_length(32) deviceptr(A_, T_)
         for (int64_t i_ = 0; i_ < p_; ++i_) {  /* DNF axis i < p */
             for (int64_t j_ = 0; j_ < n_; ++j_) {  /* DNF axis j < n */
-                for (int64_t k_g = 0; k_g < moac_ceildiv(m_, 32); ++k_g) {  /* lifted DNF axis k: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
+                for (int64_t k_g = 0; k_g < m_ / 32 + (m_ % 32 != 0); ++k_g) {  /* lifted DNF axis k: ⟨m⟩ → ⟨⌈m/32⌉ 32⟩ */
                     #pragma acc loop vector
                     for (int64_t k_v = 0; k_v < 32; ++k_v) {  /* vector lanes: k = k_g·32 + k_v */
                         int64_t k_ = 32 * k_g + k_v;
@@ -178,7 +178,7 @@ int moac_transpose_device(const float *restrict A_, const float *restrict M_, fl
         #pragma acc parallel loop gang collapse(3) vector_length(32) deviceptr(A_, T2_)
         for (int64_t i_ = 0; i_ < m_; ++i_) {  /* DNF axis i < m */
             for (int64_t j_ = 0; j_ < p_; ++j_) {  /* DNF axis j < p */
-                for (int64_t k_g = 0; k_g < moac_ceildiv(n_, 32); ++k_g) {  /* lifted DNF axis k: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
+                for (int64_t k_g = 0; k_g < n_ / 32 + (n_ % 32 != 0); ++k_g) {  /* lifted DNF axis k: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
                     #pragma acc loop vector
                     for (int64_t k_v = 0; k_v < 32; ++k_v) {  /* vector lanes: k = k_g·32 + k_v */
                         int64_t k_ = 32 * k_g + k_v;
@@ -192,7 +192,7 @@ int moac_transpose_device(const float *restrict A_, const float *restrict M_, fl
         /* kernel k3_Mt: Mt: lanes over j */
         #pragma acc parallel loop gang collapse(2) vector_length(32) deviceptr(M_, Mt_)
         for (int64_t i_ = 0; i_ < m_; ++i_) {  /* DNF axis i < m */
-            for (int64_t j_g = 0; j_g < moac_ceildiv(n_, 32); ++j_g) {  /* lifted DNF axis j: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
+            for (int64_t j_g = 0; j_g < n_ / 32 + (n_ % 32 != 0); ++j_g) {  /* lifted DNF axis j: ⟨n⟩ → ⟨⌈n/32⌉ 32⟩ */
                 #pragma acc loop vector
                 for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                     int64_t j_ = 32 * j_g + j_v;

@@ -8,7 +8,8 @@ import sympy as sp
 
 from ...dnf import fmt_index, substitute
 from ..index import internal
-from ..ir import Const, Let, LetIndex, Lift, Local, Loop, Op, Set, Store
+from ..index import gamma, lane_diff
+from ..ir import Const, Let, LetIndex, Lift, Local, Loop, Op, Prefetch, Set, Store
 from ..lower import logical, lower, read
 from ...dtypes import BYTES
 from ..packing import WORD, streams, dedupe_unpacks, lifted, note_lift, plan_packing, unpacks
@@ -16,7 +17,32 @@ from .generic import VECTOR, outer_reductions
 
 
 UNROLL = 4        # tokens per score pass without packed loads (measured: docs/benchmarks.md)
+SIMD_TOKENS = 4   # tokens per iteration of the SIMD weighted sum (one accumulator store per 4 terms)
+PREFETCH_AHEAD = 4096   # bytes a SIMD token loop prefetches ahead of the rows it reads (measured,
+                        # docs/benchmarks.md: 4 KB beat 8–32 KB, and no prefetch, on the 2-core host)
 IN_FLIGHT = 8     # packed words in flight per lane the score pass aims for (bf16 d = 128: 8 tokens)
+
+
+def prefetches(ctx, body, l, lane, lane_ext, tok0, U: int) -> tuple:
+    """On a target with a prefetch hint: for every stream of `body` along the tokens l
+    whose rows are contiguous along the lane axis and adjacent along l (γ-differences 1
+    and the row length), a prefetch of the U rows PREFETCH_AHEAD bytes beyond the ones
+    that start at token tok0.  A CPU's hardware prefetcher alone left the token loops
+    waiting on memory (docs/benchmarks.md)."""
+    if ctx.target.prefetch is None or lane is None:
+        return ()
+    out = []
+    for r in streams(ctx, body, l):
+        buf = ctx.buffers[r.array]
+        off = gamma(ctx.spec(tuple(r.index)), buf.shape)
+        row = sp.sympify(lane_diff(off, l))
+        if lane_diff(off, lane) != 1 or not row.is_Integer or sp.sympify(row - lane_ext) != 0:
+            continue
+        rbytes = int(row) * BYTES[buf.dtype]
+        ahead = max(1, PREFETCH_AHEAD // rbytes)
+        idx = tuple(sp.expand(sp.sympify(i).xreplace({l: tok0 + ahead, lane: 0})) for i in r.index)
+        out.append(Prefetch(r.array, idx, U * rbytes))
+    return tuple(out)
 
 
 def _stages(sub: dict) -> tuple:
@@ -112,7 +138,9 @@ def scores(ctx, names, E, ev, l, pidx: tuple, C, U: int, members: list, opts) ->
         if body is None:
             U = 1                          # the unrolled copies are not emitted
         else:
-            main = Loop(cq, sp.floor(cn / U), "seq", tuple(decls + body), trip=C / U,
+            red = outer_reductions(E, [])
+            pf = prefetches(ctx, msub(red[0].body, members[0]), l, ev, red[0].extent, decls[0].var, U) if red else ()
+            main = Loop(cq, sp.floor(cn / U), "seq", tuple(decls) + pf + tuple(body), trip=C / U,
                         note=f"pass 1: tokens g·chunk + {U}·cq + u, u < {U}: scores and chunk maximum")
     copies = [one(l, mi, "sc" if M == 1 else f"sc_{mi}", {}) for mi in range(M)]
     body = (jam(copies, f"{M} heads") if M > 1 else None) or plain(copies)
@@ -161,6 +189,10 @@ def weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members: list
     def p_of(mi):
         return "pc" if M == 1 else f"pc{mi}"
     last, n_last = (rest[-1], rest_ext[-1]) if rest else (None, None)
+    if last is not None and ctx.target.lanes == "simd":
+        body = _simd_weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members)
+        if body is not None:
+            return body
     if last is not None:
         pk = plan_packing(ctx, W, last, n_last, opts)
         if isinstance(pk, str):
@@ -291,3 +323,65 @@ def _packed_weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, membe
     for x, n in reversed(list(zip(rest[:-1], rest_ext[:-1]))):
         body = (Loop(x, n, "seq", body, note=f"DNF axis {x.name} < {fmt_index(n)}"),)
     return body
+
+
+def _simd_weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members: list, T: int = SIMD_TOKENS):
+    """Pass 3 for SIMD lanes (a CPU): tokens outer, the last output axis d innermost as
+    the vector loop, so each row of W is read once, contiguously, and serves every group
+    member; the accumulators are the gang's rows of o_part (M·dv values, in L1), zeroed
+    first.  T tokens per iteration add T terms to an accumulator per load and store of
+    it (a store per term made the loop store-bound); a remainder loop takes the last
+    cn mod T.  None when W needs statements of its own."""
+    M = len(members)
+    g, c, cq, cn = internal("g"), internal("c"), internal("cq"), internal("cn")
+    last, n_last = rest[-1], rest_ext[-1]
+    W = msub(W, members[0])
+    heads = [tuple(midx(f, m) for f in frame) + (g,) + tuple(rest[:-1]) for m in members]
+
+    def over_rest(body: tuple, note: str) -> tuple:
+        body = (Loop(last, n_last, "vector", body, note=f"SIMD lanes over DNF axis {last.name} < "
+                     f"{fmt_index(n_last)}{note}", lanes=last),)
+        for x, n in reversed(list(zip(rest[:-1], rest_ext[:-1]))):
+            body = (Loop(x, n, "seq", body, note=f"DNF axis {x.name} < {fmt_index(n)}"),)
+        return body
+
+    def tokens(toks: list, tags: list):
+        """p of every member for these tokens, and the d loop adding their terms."""
+        pcs, ws = [], []
+        for tok, tag in zip(toks, tags):
+            subst = {tok: l} if tok != l else {}
+            for mi, m in enumerate(members):
+                idx = tuple(tok if x == l else midx(x, m) for x in pidx)
+                pcs.append(Let(f"pc{mi}{tag}", read("@p", idx, subst)))
+            pre_w, wx = lower(substitute(W, {l: tok}) if tok != l else W, names, subst=subst)
+            if pre_w:
+                return None
+            ws.append(Let(f"w{tag}", wx))
+        adds = []
+        for mi, h in enumerate(heads):
+            acc = read("@o_part", h + (last,))
+            for tag in tags:
+                acc = Op("add", (acc, Op("mul", (Local(f"pc{mi}{tag}"), Local(f"w{tag}")))))
+            adds.append(Store("@o_part", h + (last,), h + (last,), acc))
+        rows = f"{len(toks)} row{'s' if len(toks) > 1 else ''} of the weighted values read once for {M} accumulator row" + (
+            "s" if M > 1 else "")
+        return tuple(pcs) + over_rest(tuple(ws) + tuple(adds), f": {rows}")
+    zero = over_rest(tuple(Store("@o_part", h + (last,), h + (last,), Const(0.0)) for h in heads),
+                     ": the accumulators o_part start at 0")
+    toks = [internal(f"u{t}") for t in range(T)]
+    main = tokens(toks, [f"_{t}" for t in range(T)]) if T > 1 else None
+    one = tokens([l], [""])
+    if one is None or (T > 1 and main is None):
+        return None
+    if T > 1:
+        pf = prefetches(ctx, W, l, last, n_last, toks[0], T)
+        loops = (Loop(cq, sp.floor(cn / T), "seq", tuple(LetIndex(tk, g * C + cq * T + t) for t, tk in enumerate(toks))
+                      + pf + main, note=f"Σ over the chunk's tokens, tokens outer, {T} per iteration", trip=C / T),
+                 Loop(c, cn, "seq", (LetIndex(l, g * C + c),) + one, start=T * sp.floor(cn / T), trip=sp.Integer(0),
+                      note=f"the last cn mod {T} tokens"))
+    else:
+        loops = (Loop(c, cn, "seq", (LetIndex(l, g * C + c),) + one, note="Σ over the chunk's tokens, tokens outer",
+                      trip=C),)
+    ctx.notes.append(f"weighted sum: tokens outer ({T} per iteration) and {last.name} innermost in SIMD lanes (the "
+                     "target's lanes are SIMD slots); its accumulators are the gang's rows of o_part")
+    return zero + loops

@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""The CPU decode benchmark: moac (openmp, c) next to numpy, PyTorch's
+scaled_dot_product_attention (f32, bf16) and a read-bandwidth ceiling, in one process,
+interleaved rounds, best and median.
+
+    python3 bench/cpu_run.py --json bench/results/DATE/cpu_decode.json [--rounds 7] [--only NAME,…]
+                             [--targets openmp,c] [-- MOAC_COMPILE_OPTIONS as key=value]
+
+Every case is a decode step with d = 128 (the shapes of the CPU-roofline issue plus
+decode n = 4096 and GQA n = 4096).  Bandwidth is K+V bytes per second of the best time;
+the ceiling is a plain C loop summing a buffer of the same size with every core (gcc -O3
+-march=native -fopenmp, `omp parallel for simd`).  Every output is checked against a
+float64 numpy reference on the same data (bf16 widened exactly).  numpy is the obvious
+vectorised implementation (batched matmul, K/V never repeated for GQA; bf16 widened to
+f32 first, the only way numpy reads bf16); torch runs SDPA with enable_gqa on (B, h, 1, d)
+queries.  torch is optional: without it those columns are absent.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# thread pools of different OpenMP runtimes (moac's libgomp, torch's) take turns on the
+# same cores: idle threads must sleep, not spin, or each pool slows the next one down
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import moac  # noqa: E402
+
+D = {"dk": 128, "dv": 128}
+GQA = {**D, "hq": 32, "hkv": 8}
+
+# name, example, K/V dtype, compile-time sizes, run-time sizes, (B, hkv, g, n) of the attention
+CASES = [
+    ("decode_f32_n256k", "decode", "f32", D, {"n": 262144}, (1, 1, 1, 262144)),
+    ("decode_bf16_n256k", "decode", "bf16", D, {"n": 262144}, (1, 1, 1, 262144)),
+    ("decode_f32_n4k", "decode", "f32", D, {"n": 4096}, (1, 1, 1, 4096)),
+    ("mha_f32_B4h8", "decode_mha", "f32", D, {"B": 4, "h": 8, "n": 4096}, (4, 8, 1, 4096)),
+    ("mha_bf16_B4h8", "decode_mha", "bf16", D, {"B": 4, "h": 8, "n": 4096}, (4, 8, 1, 4096)),
+    ("gqa_f32_n32k", "decode_gqa", "f32", GQA, {"n": 32768}, (1, 8, 4, 32768)),
+    ("gqa_bf16_n32k", "decode_gqa", "bf16", GQA, {"n": 32768}, (1, 8, 4, 32768)),
+    ("gqa_f32_n4k", "decode_gqa", "f32", GQA, {"n": 4096}, (1, 8, 4, 4096)),
+    ("gqa_bf16_n4k", "decode_gqa", "bf16", GQA, {"n": 4096}, (1, 8, 4, 4096)),
+]
+
+CEILING_C = r"""
+#include <stddef.h>
+float moac_bench_read(const float *x, size_t n) {
+    float s = 0.0f;
+    #pragma omp parallel for simd reduction(+:s) schedule(static)
+    for (size_t i = 0; i < n; ++i)
+        s += x[i];
+    return s;
+}
+"""
+
+
+def read_ceiling():
+    """A function reading `nbytes` of a buffer with every core; returns (fn(buffer), cleanup)."""
+    import cffi
+    tmp = Path(tempfile.mkdtemp(prefix="moac_bench_"))
+    (tmp / "read.c").write_text(CEILING_C)
+    subprocess.run(["gcc", "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-o", str(tmp / "read.so"),
+                    str(tmp / "read.c")], check=True)
+    ffi = cffi.FFI()
+    ffi.cdef("float moac_bench_read(const float *x, size_t n);")
+    lib = ffi.dlopen(str(tmp / "read.so"))
+
+    def run(buf: np.ndarray):
+        return lib.moac_bench_read(ffi.cast("const float *", buf.ctypes.data), buf.size)
+    return run
+
+
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    from moac import dtypes
+    return dtypes.bf16_bits(x)
+
+
+def widen_bf16(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def attention(Q4, K4, V4):
+    """softmax(Q Kᵀ/√d) V per (sequence, KV head), the g queries of a group together:
+    Q4 ⟨B hkv g d⟩, K4, V4 ⟨B hkv n d⟩ (numpy's batched matmul; K and V are not repeated)."""
+    s = np.matmul(Q4, np.swapaxes(K4, -1, -2)) * Q4.dtype.type(1.0 / np.sqrt(Q4.shape[-1]))
+    s -= s.max(axis=-1, keepdims=True)
+    np.exp(s, out=s)
+    z = s.sum(axis=-1, keepdims=True)
+    return np.matmul(s, V4) / z
+
+
+def moac_arrays(example: str, Q4, K4, V4) -> dict:
+    """The canonical ⟨B hkv g d⟩ / ⟨B hkv n d⟩ arrays in the example's own shapes."""
+    B, hkv, g, d = Q4.shape
+    n = K4.shape[2]
+    if example == "decode":
+        return {"q": Q4.reshape(d), "K": K4.reshape(n, d), "V": V4.reshape(n, d)}
+    if example == "decode_mha":
+        return {"Q": Q4.reshape(B, hkv, d), "K": K4, "V": V4}
+    if example == "decode_gqa":
+        return {"Q": Q4.reshape(hkv * g, d), "K": K4.reshape(hkv, n, d), "V": V4.reshape(hkv, n, d)}
+    raise ValueError(example)
+
+
+def case_program(example: str, kv: str):
+    text = (ROOT / "examples" / f"{example}.moa").read_text(encoding="utf-8")
+    if kv != "f32":
+        text = text.replace("input K : f32", f"input K : {kv}").replace("input V : f32", f"input V : {kv}")
+    return moac.parse(text, f"{example}_{kv}.moa")
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--targets", default="openmp,c")
+    ap.add_argument("options", nargs="*", help="moac compile options key=value (e.g. share_kv=False)")
+    args = ap.parse_args()
+    options = {}
+    for kv in args.options:
+        k, v = kv.split("=", 1)
+        options[k] = {"True": True, "False": False}.get(v, int(v) if v.lstrip("-").isdigit() else v)
+    try:
+        import torch
+        import torch.nn.functional as F
+        torch.set_num_threads(os.cpu_count() or 1)
+    except ImportError:
+        torch = None
+    targets = [t for t in args.targets.split(",") if t]
+    only = set(filter(None, args.only.split(",")))
+    ceiling = read_ceiling()
+    rng = np.random.default_rng(0)
+    results = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                           "python": platform.python_version(), "numpy": np.__version__,
+                           "torch": torch.__version__ if torch else None, "moac": moac.__version__},
+               "date": time.strftime("%Y-%m-%d"), "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
+               "rounds": args.rounds, "options": options, "cases": {}}
+    for name, example, kv, fixed, run, (B, hkv, g, n) in CASES:
+        if only and name not in only:
+            continue
+        d = fixed["dk"]
+        Q4 = rng.standard_normal((B, hkv, g, d), dtype=np.float32)
+        K4 = rng.standard_normal((B, hkv, n, d), dtype=np.float32)
+        V4 = rng.standard_normal((B, hkv, n, d), dtype=np.float32)
+        if kv == "bf16":
+            Kb, Vb = bf16_bits(K4), bf16_bits(V4)
+            K4, V4 = widen_bf16(Kb), widen_bf16(Vb)             # the values the kernels see
+        ref = attention(Q4.astype(np.float64), K4.astype(np.float64), V4.astype(np.float64))
+        kv_bytes = 2 * B * hkv * n * d * (2 if kv == "bf16" else 4)
+        prog = case_program(example, kv)
+        arrays = moac_arrays(example, Q4, Kb if kv == "bf16" else K4, Vb if kv == "bf16" else V4)
+        impls = {}
+        for t in targets:
+            kern = prog.compile(target=t, sizes=fixed, **options)
+            sizes = {k: v for k, v in run.items() if k in kern.onf.params}
+            impls[f"moac_{t}"] = (lambda kern=kern, sizes=sizes: kern(**arrays, **sizes)[prog.outputs[0]])
+        if kv == "bf16":
+            impls["numpy"] = lambda: attention(Q4, widen_bf16(Kb), widen_bf16(Vb))
+        else:
+            impls["numpy"] = lambda: attention(Q4, K4, V4)
+        if torch is not None:
+            tq = torch.from_numpy(Q4.reshape(B, hkv * g, 1, d))
+            tk, tv = torch.from_numpy(K4), torch.from_numpy(V4)
+            if kv == "bf16":
+                tq, tk, tv = tq.bfloat16(), tk.bfloat16(), tv.bfloat16()
+
+            def sdpa(tq=tq, tk=tk, tv=tv):
+                with torch.no_grad():
+                    return F.scaled_dot_product_attention(tq, tk, tv, enable_gqa=g > 1)
+            impls["torch_sdpa"] = sdpa
+        flat = np.empty(kv_bytes // 4, np.float32)
+        flat[:] = 1.0
+        impls["read_ceiling"] = lambda: ceiling(flat)
+        errors = {}
+        for key, fn in impls.items():
+            if key == "read_ceiling":
+                continue
+            got = fn()
+            got = got.float().numpy() if torch is not None and isinstance(got, torch.Tensor) else np.asarray(got)
+            errors[key] = float(np.max(np.abs(got.reshape(ref.shape).astype(np.float64) - ref)))
+        times = {k: [] for k in impls}
+        for _ in range(args.rounds):
+            for key, fn in impls.items():
+                times[key].append(timed(fn))
+        row = {"kv_dtype": kv, "kv_bytes": kv_bytes, "sizes": {**fixed, **run}, "impls": {}}
+        ceil_best = min(times["read_ceiling"])
+        for key, ts in times.items():
+            best, med = min(ts), statistics.median(ts)
+            row["impls"][key] = {"best_ms": best * 1e3, "median_ms": med * 1e3, "gb_per_s": kv_bytes / best / 1e9,
+                                 "of_ceiling": ceil_best / best, "max_abs_err": errors.get(key)}
+        results["cases"][name] = row
+        line = "  ".join(f"{k} {v['best_ms']:.2f}/{v['median_ms']:.2f} ms ({v['of_ceiling']:.2f})"
+                         for k, v in row["impls"].items())
+        print(f"{name:20s} {line}", flush=True)
+        del flat, impls
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
