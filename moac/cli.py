@@ -80,8 +80,9 @@ def main(argv: list[str] | None = None) -> int:
                            help="width of index arithmetic: 0 (default) 32-bit kernels where every buffer has "
                                 "fewer than 2^31 elements, checked at run time, else 64-bit ones; 32 or 64 only "
                                 "that width (32 refuses sizes that do not fit)")
-            p.add_argument("--unroll-wsum", type=_count(1), default=1, metavar="T",
-                           help="tokens per iteration of the packed weighted sum in the split-K plan (default 1)")
+            p.add_argument("--unroll-wsum", type=_count(0), default=0, metavar="T",
+                           help="tokens per iteration of the weighted sum in the split-K plan (0, the default, "
+                                "derives it: 1 on GPU lanes, 4 on SIMD lanes)")
 
     p = sub.add_parser("dnf", help="print the Denotational Normal Form")
     common(p, target=False)

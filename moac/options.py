@@ -13,20 +13,20 @@ class Options:
     storage: tuple = ()          # (input, dtype) pairs overriding declared dtypes (cost studies)
     share_kv: bool = True        # GQA: query heads of one KV head share a gang (each K/V row loaded once)
     pack: str = "auto"           # auto: packed loads where the register-stride lifting allows; none
-    wsum_unroll: int = 1         # tokens per iteration of the (packed) weighted sum
+    wsum_unroll: int = 0         # tokens per iteration of the weighted sum (0: derived, 1 on GPU lanes, 4 on SIMD)
     index_bits: int = 0          # 0: 32-bit kernels where every buffer fits (checked at run time), else
                                  # 64-bit ones; 32 or 64: only that width (32 refuses sizes that do not fit)
 
     @staticmethod
     def make(target: str = "openacc", sizes: dict | None = None, mapping: str = "auto", unroll: int = 0,
              storage: dict | None = None, share_kv: bool = True, pack: str = "auto",
-             wsum_unroll: int = 1, index_bits: int = 0) -> "Options":
+             wsum_unroll: int = 0, index_bits: int = 0) -> "Options":
         if pack not in ("auto", "none"):
             raise ValueError(f"pack must be 'auto' or 'none', got {pack!r}")
         if int(index_bits) not in (0, 32, 64):
             raise ValueError(f"index_bits must be 0 (auto), 32 or 64, got {index_bits}")
-        if int(unroll) < 0 or int(wsum_unroll) < 1:
-            raise ValueError(f"unroll must be ≥ 0 (0: derived) and wsum_unroll ≥ 1, got {unroll} and {wsum_unroll}")
+        if int(unroll) < 0 or int(wsum_unroll) < 0:
+            raise ValueError(f"unroll and wsum_unroll must be ≥ 0 (0: derived), got {unroll} and {wsum_unroll}")
         return Options(target, tuple(sorted((sizes or {}).items())), mapping, int(unroll),
                        tuple(sorted((storage or {}).items())), bool(share_kv), pack, int(wsum_unroll),
                        int(index_bits))

@@ -50,9 +50,9 @@ def test_host_plan_schedule_says_what_it_did():
     src = prog.c_source(target="openmp", sizes=GQA)
     assert "moac_word" not in src                             # no packed words on SIMD lanes
     assert "#pragma omp simd\n" in src and "reduction(" not in src
-    # the K and V streams prefetched 4 KB ahead (8 rows of 512 bytes in f32, 16 of 256 in bf16)
-    assert "__builtin_prefetch((const char *)&K_[" in src and "(t0 + 16)" in src
-    assert "__builtin_prefetch((const char *)&V_[" in src and "(u0 + 16)" in src
+    # the K and V streams prefetched 16 KB ahead (64 rows of 256 bytes in bf16)
+    assert "__builtin_prefetch((const char *)&K_[" in src and "(t0 + 64)" in src
+    assert "__builtin_prefetch((const char *)&V_[" in src and "(u0 + 64)" in src
     # the same DNF on a GPU target keeps its lane mapping and has no prefetches
     acc = prog.c_source(target="openacc", sizes=GQA)
     assert "__builtin_prefetch" not in acc and "moac_word" in acc

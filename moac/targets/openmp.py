@@ -16,6 +16,8 @@ TARGET = Target(
     vector_reduce=None,     # reassociated by the compiler (cflags), not by `omp simd reduction`
     native_flags=("-march=native",),   # JIT builds use the machine's SIMD width; written C stays portable
     lanes="simd",
-    prefetch="__builtin_prefetch({addr})",
+    # into L2 (prefetcht1): into L1 the prefetches of a token loop held the miss buffers its
+    # own loads need and the GQA kernel ran 2x slower (docs/benchmarks.md)
+    prefetch="__builtin_prefetch({addr}, 0, 2)",
     gangs=256,          # a few per thread of a large host: chunks of up to 1024 tokens
 )

@@ -85,7 +85,7 @@ int moac_decode_with_workspace(const float *restrict q_, const float *restrict K
             int64_t t2 = 4 * cq + chunk * g + 2;
             int64_t t3 = 4 * cq + chunk * g + 3;
             for (int moac_pf = 0; moac_pf < 2048; moac_pf += 64)   /* prefetch 2048 bytes */
-                __builtin_prefetch((const char *)&K_[(t0 + 8) * 128] + moac_pf);
+                __builtin_prefetch((const char *)&K_[(t0 + 32) * 128] + moac_pf, 0, 2);
             float acc1 = 0.0f;
             float acc2 = 0.0f;
             float acc3 = 0.0f;
@@ -136,7 +136,7 @@ int moac_decode_with_workspace(const float *restrict q_, const float *restrict K
             int64_t u2 = 4 * cq + chunk * g + 2;
             int64_t u3 = 4 * cq + chunk * g + 3;
             for (int moac_pf = 0; moac_pf < 2048; moac_pf += 64)   /* prefetch 2048 bytes */
-                __builtin_prefetch((const char *)&V_[(u0 + 8) * 128] + moac_pf);
+                __builtin_prefetch((const char *)&V_[(u0 + 32) * 128] + moac_pf, 0, 2);
             float pc0_0 = moac_p[u0];
             float pc0_1 = moac_p[u1];
             float pc0_2 = moac_p[u2];

@@ -18,8 +18,9 @@ from .generic import VECTOR, outer_reductions
 
 UNROLL = 4        # tokens per score pass without packed loads (measured: docs/benchmarks.md)
 SIMD_TOKENS = 4   # tokens per iteration of the SIMD weighted sum (one accumulator store per 4 terms)
-PREFETCH_AHEAD = 4096   # bytes a SIMD token loop prefetches ahead of the rows it reads (measured,
-                        # docs/benchmarks.md: 4 KB beat 8–32 KB, and no prefetch, on the 2-core host)
+PREFETCH_AHEAD = 16384  # bytes a SIMD token loop prefetches ahead of the rows it reads (measured on
+                        # the 2-core host, docs/benchmarks.md: 16 KB a little ahead of 4 KB, both far
+                        # ahead of no prefetch)
 IN_FLIGHT = 8     # packed words in flight per lane the score pass aims for (bf16 d = 128: 8 tokens)
 
 
@@ -190,7 +191,8 @@ def weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members: list
         return "pc" if M == 1 else f"pc{mi}"
     last, n_last = (rest[-1], rest_ext[-1]) if rest else (None, None)
     if last is not None and ctx.target.lanes == "simd":
-        body = _simd_weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members)
+        body = _simd_weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members,
+                                  T=opts.wsum_unroll or SIMD_TOKENS)
         if body is not None:
             return body
     if last is not None:
@@ -199,7 +201,7 @@ def weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members: list
             ctx.notes.append(f"weighted-sum loads not packed: {pk}")
         else:
             body = _packed_weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members, *pk,
-                                        T=opts.wsum_unroll)
+                                        T=opts.wsum_unroll or 1)
             if body is not None:
                 return body
     R = int(n_last) // VECTOR if (n_last is not None and sp.sympify(n_last).is_Integer and
