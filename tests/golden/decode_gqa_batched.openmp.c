@@ -75,9 +75,9 @@ int moac_decode_gqa_batched_with_workspace(const float *restrict Q_, const float
     (void)ws_off;
     /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
     #pragma omp parallel for collapse(3) schedule(static)
-    for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
-        for (int64_t i_ = 0; i_ < B_; ++i_) {  /* DNF frame axis i < B */
-            for (int64_t j_ = 0; j_ < g_ * hkv_; ++j_) {  /* DNF frame axis j < g·hkv */
+    for (int64_t i_ = 0; i_ < B_; ++i_) {  /* DNF frame axis i < B */
+        for (int64_t j_ = 0; j_ < g_ * hkv_; ++j_) {  /* DNF frame axis j < g·hkv */
+            for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
                 int64_t cn = moac_imin(chunk, n_ - chunk * g);
                 float mg = -INFINITY;
                 for (int64_t cq = 0; cq < cn / 4; ++cq) {  /* pass 1: tokens g·chunk + 4·cq + u, u < 4: scores and chunk maximum */

@@ -140,12 +140,15 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
         stores += [Store("@m_part", fidx, fidx, Local("mg" if M == 1 else f"mg{mi}")),
                    Store("@z_part", fidx, fidx, Local("zg" if M == 1 else f"zg{mi}"))]
     gang_body = (LetIndex(cn, sp.Min(C, N - g * C)),) + max_init(members) + pass1 + pass2 + pass3 + tuple(stores)
-    # the chunk loop is outermost, so gangs that share rows of the inputs (the rows of a
-    # query block, say) are launched next to each other
-    loops = [(g, G, f"lifted token axis: ⟨{fmt_index(N)}⟩ → ⟨⌈{fmt_index(N)}/chunk⌉ chunk⟩, {l.name} = g·chunk + c",
-              sp.Integer(0), N / C)]      # the chunks count N tokens
-    loops += [(v, n, f"DNF frame axis {v.name} < {fmt_index(n)}" if v in frame else f"groups of {M}: {gv.name} = "
-               f"{M}·a + m", sp.Integer(0)) for v, n in zip(gang_frame, gang_ext)]
+    # GPU lanes: the chunk loop is outermost, so gangs that share rows of the inputs (the
+    # rows of a query block, say) are launched next to each other.  SIMD lanes (CPU
+    # threads, statically scheduled): innermost, so a thread's consecutive gangs read
+    # consecutive rows and its streams (and their prefetches) run on across gangs
+    chunk_loop = [(g, G, f"lifted token axis: ⟨{fmt_index(N)}⟩ → ⟨⌈{fmt_index(N)}/chunk⌉ chunk⟩, {l.name} = g·chunk + c",
+                   sp.Integer(0), N / C)]      # the chunks count N tokens
+    loops = [(v, n, f"DNF frame axis {v.name} < {fmt_index(n)}" if v in frame else f"groups of {M}: {gv.name} = "
+              f"{M}·a + m", sp.Integer(0)) for v, n in zip(gang_frame, gang_ext)]
+    loops = loops + chunk_loop if ctx.target.lanes == "simd" else chunk_loop + loops
     nest = gang_nest(loops, gang_body)
     domain = tuple(zip(gang_frame, gang_ext)) + ((g, G), (l, N)) + tuple(zip(rest, rest_ext))
     ctx.kernels.append(Kernel("k1_partials", "per-chunk partials of the softmax contraction (max, sum, weighted sum)"
