@@ -284,3 +284,75 @@ def test_size_by_name_must_be_a_non_negative_integer(iota_kernel, calls, value):
     with pytest.raises(moac.ArgumentError, match="n"):
         kern(x=np.ones(3, np.float32), n=value)
     assert calls["n"] == 0
+
+
+# --------------------------------------------------------------------------- cache integrity (#10)
+
+def _fresh_source(tag: str) -> str:
+    # a program text of its own, so its library is built by this test alone
+    return f"-- {tag} {uuid.uuid4().hex}\nsize n\ninput x : f32 ⟨n⟩\ny = x + 1\noutput y\n"
+
+
+def test_truncated_library_in_the_cache_is_rebuilt_not_loaded():
+    """A truncated library would crash the process (SIGBUS) when mapped: its hash does
+    not match the one recorded at build time, so it is rebuilt."""
+    src = _fresh_source("truncated")
+    c_source = moac.parse(src, "t.moa").c_source(target="c")
+    lib = build.build_library(c_source, build.compile_flags("c"))
+    good = lib.read_bytes()
+    lib.write_bytes(good[:len(good) // 3])
+    again = build.build_library(c_source, build.compile_flags("c"))
+    assert again == lib and lib.read_bytes() == good
+    k = moac.parse(src, "t.moa").compile(target="c")
+    np.testing.assert_array_equal(k(x=np.arange(3, dtype=np.float32))["y"], [1, 2, 3])
+
+
+def test_library_without_its_recorded_hash_is_rebuilt():
+    c_source = moac.parse(_fresh_source("nohash"), "t.moa").c_source(target="c")
+    lib = build.build_library(c_source, build.compile_flags("c"))
+    lib.with_suffix(".sha256").unlink()
+    mtime = lib.stat().st_mtime_ns
+    time.sleep(0.01)
+    assert build.build_library(c_source, build.compile_flags("c")) == lib
+    assert lib.stat().st_mtime_ns != mtime and lib.with_suffix(".sha256").exists()
+
+
+def test_edited_c_file_in_the_cache_is_not_trusted():
+    """The compiler reads the source moac generated, not whatever the cache's .c holds."""
+    src = _fresh_source("edited")
+    c_source = moac.parse(src, "t.moa").c_source(target="c")
+    lib = build.build_library(c_source, build.compile_flags("c"))
+    c_file = lib.with_suffix(".c")
+    assert c_file.read_text(encoding="utf-8") == c_source
+    c_file.write_text(c_source.replace("+ 1.0f", "+ 2.0f"), encoding="utf-8")
+    lib.unlink()                                   # force a rebuild from the cache's files
+    build.build_library(c_source, build.compile_flags("c"))
+    assert c_file.read_text(encoding="utf-8") == c_source
+    k = moac.parse(src, "t.moa").compile(target="c")
+    np.testing.assert_array_equal(k(x=np.zeros(2, np.float32))["y"], [1, 1])
+
+
+def test_writing_to_dev_null_does_not_replace_it():
+    """`moac compile … -o /dev/null` writes through a path that is not a regular file."""
+    before = os.stat("/dev/null")
+    r = subprocess.run([sys.executable, "-m", "moac", "compile", str(ROOT / "examples/matmul.moa"), "-o", "/dev/null"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    after = os.stat("/dev/null")
+    assert (after.st_ino, after.st_rdev, after.st_mode) == (before.st_ino, before.st_rdev, before.st_mode)
+
+
+def test_writing_to_a_fifo_writes_through_it(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
+    build.write_atomic(fifo, "hello\n")
+    assert reader.communicate(timeout=10)[0] == b"hello\n"
+    assert fifo.is_fifo()
+
+
+def test_output_path_that_is_a_directory_is_a_positioned_refusal(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "moac", "compile", str(ROOT / "examples/matmul.moa"), "-o", str(tmp_path)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 1 and "is a directory" in r.stderr and "Traceback" not in r.stderr
+    assert tmp_path.is_dir()

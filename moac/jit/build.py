@@ -66,8 +66,16 @@ def native_arch(cc: str) -> str:
 
 
 def write_atomic(path: str | Path, text: str) -> None:
-    """Write a file so that a reader never sees it half-written."""
+    """Write a file so that a reader never sees it half-written: a temporary file renamed
+    over it.  A path that exists and is not a regular file (/dev/null, a FIFO, a terminal)
+    is written through, never replaced; a directory is refused."""
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(21, "is a directory", str(path))
+    if path.exists() and not path.is_file():
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return
     if not (path.parent if str(path.parent) else Path(".")).is_dir():
         raise FileNotFoundError(2, "no such directory", str(path.parent))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
@@ -83,8 +91,29 @@ def write_atomic(path: str | Path, text: str) -> None:
         raise
 
 
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _verified(lib: Path) -> bool:
+    """The library in the cache is the one built: its content hash is the one recorded
+    beside it (a truncated or edited library is rebuilt, never loaded: a truncated one
+    would crash the process with SIGBUS when mapped)."""
+    sums = lib.with_suffix(".sha256")
+    try:
+        want = sums.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return bool(want) and _digest(lib) == want
+
+
 def build_library(c_source: str, flags: list[str], cc: str = "gcc") -> Path:
-    """Compile C source into a shared library in the cache; return its path."""
+    """Compile C source into a shared library in the cache; return its path.  The
+    compiler reads a fresh copy of the source (an edited file in the cache is never
+    built), and a cached library is used only if its content hash checks out."""
     from ..version import __version__
     argv_tail = list(flags) + ["-lm"]
     native = native_arch(cc) if "-march=native" in flags else ""
@@ -92,10 +121,14 @@ def build_library(c_source: str, flags: list[str], cc: str = "gcc") -> Path:
                                     __version__] + ([native] if native else [])).encode()).hexdigest()[:24]
     root = cache_dir()
     lib = root / f"moac_{key}.so"
-    if lib.exists():
+    if lib.exists() and _verified(lib):
         return lib
     c_file = root / f"moac_{key}.c"
-    if not c_file.exists():
+    try:
+        same = c_file.read_text(encoding="utf-8") == c_source
+    except (OSError, UnicodeDecodeError):
+        same = False
+    if not same:
         write_atomic(c_file, c_source)
     fd, tmp = tempfile.mkstemp(prefix=f".moac_{key}.", suffix=".so", dir=root)
     os.close(fd)
@@ -108,6 +141,7 @@ def build_library(c_source: str, flags: list[str], cc: str = "gcc") -> Path:
     if r.returncode != 0:
         Path(tmp).unlink(missing_ok=True)
         raise BuildError(f"the C compiler failed (exit {r.returncode})", argv, r.stderr, str(c_file))
+    write_atomic(lib.with_suffix(".sha256"), _digest(Path(tmp)) + "\n")
     os.replace(tmp, lib)
     return lib
 
