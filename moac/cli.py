@@ -40,9 +40,9 @@ def _sizes(pairs: list[str] | None, parser: argparse.ArgumentParser) -> dict:
 
 
 def _load(path: str, parser: argparse.ArgumentParser):
-    from .program import load
+    from .program import from_bytes, load
     try:
-        return load(path)
+        return from_bytes(sys.stdin.buffer.read(), "<stdin>") if path == "-" else load(path)
     except OSError as e:
         parser.exit(2, f"moac: error: cannot read {path}: {e.strerror}\n")
 
@@ -57,11 +57,13 @@ def _check_sizes(prog, sizes: dict, parser):
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .version import __version__
     ap = argparse.ArgumentParser(prog="moac", description="A symbolic compiler for the Mathematics of Arrays.")
+    ap.add_argument("--version", action="version", version=f"moac {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     def common(p, target=True):
-        p.add_argument("file", help="MoA source file")
+        p.add_argument("file", help="MoA source file (- reads standard input)")
         p.add_argument("-D", dest="defs", action="append", metavar="NAME=VALUE",
                        help="fix a size at compile time (repeatable)")
         if target:

@@ -121,7 +121,7 @@ def compile_command(prog, args, sizes: dict) -> int:
     art = prog.lower(Options.make(**options(args, sizes)))
     src = art.c_source
     if args.offload != "none":
-        if not args.out:
+        if not args.out or args.out == "-":
             raise MoacError("--offload needs -o OUT.c (the bundle is written beside it)")
         try:
             target_flags(args.target, args.offload)
@@ -130,9 +130,9 @@ def compile_command(prog, args, sizes: dict) -> int:
         write_atomic(args.out, src)
         bundle(art, args.offload, Path(args.out))
         return 0
-    if args.out:
+    if args.out and args.out != "-":
         write_atomic(args.out, src)
-    else:
+    else:                               # no -o, or -o -: standard output
         sys.stdout.write(src)
     return 0
 

@@ -98,8 +98,12 @@ def parse(text: str, filename: str = "<input>") -> Program:
 
 
 def load(path: str | Path) -> Program:
-    p = Path(path)
-    data = p.read_bytes()
+    return from_bytes(Path(path).read_bytes(), str(path))
+
+
+def from_bytes(data: bytes, filename: str) -> Program:
+    """A program from the bytes of a source file (UTF-8; a bad byte is a positioned error)."""
+    path = filename
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -120,3 +120,47 @@ def test_a_closed_pipe_is_not_an_error():
     os.close(w)
     err = p.stderr.decode()
     assert p.returncode == 0 and err == "", err
+
+
+# --------------------------------------------------------------------------- gcc-like basics (#12)
+
+def _moac(args: list, stdin: bytes | None = None):
+    import subprocess
+    import sys
+    from test_back_common import ROOT
+    return subprocess.run([sys.executable, "-m", "moac"] + args, input=stdin, capture_output=True, cwd=ROOT)
+
+
+def test_version():
+    import moac
+    r = _moac(["--version"])
+    assert r.returncode == 0 and r.stdout.decode().strip() == f"moac {moac.__version__}"
+
+
+def test_dash_reads_the_program_from_standard_input():
+    from pathlib import Path
+    text = Path(example_path("matmul")).read_bytes()
+    r = _moac(["dnf", "-"], stdin=text)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().startswith("-- DNF of <stdin>")
+    assert r.stdout.decode().split("\n", 1)[1] == moac_cli("dnf", str(example_path("matmul"))).stdout.split("\n", 1)[1]
+
+
+def test_error_in_standard_input_is_positioned():
+    r = _moac(["dnf", "-"], stdin="size n\ninput x : f32 ⟨n⟩\ny = x +\noutput y\n".encode())
+    err = r.stderr.decode()
+    assert r.returncode == 1 and err.startswith("<stdin>:3:8: error:") and "^" in err and "Traceback" not in err
+
+
+def test_dash_o_dash_writes_to_standard_output(tmp_path):
+    import os
+    r = _moac(["compile", str(example_path("matmul")), "-o", "-"])
+    assert r.returncode == 0 and r.stdout.decode() == moac_cli("compile", str(example_path("matmul"))).stdout
+    assert not os.path.exists(os.path.join(os.getcwd(), "-"))
+    from test_back_common import ROOT
+    assert not (ROOT / "-").exists()
+
+
+def test_offload_to_standard_output_is_refused():
+    r = _moac(["compile", str(example_path("matmul")), "--offload", "nvptx", "-o", "-"])
+    assert r.returncode == 1 and "--offload needs -o OUT.c" in r.stderr.decode()
