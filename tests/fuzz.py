@@ -45,6 +45,8 @@ def _lines_mutation(rng, text):
 
 
 def _confusable(rng, text):
+    if not text:
+        return text
     chars = list(text)
     for _ in range(rng.randint(1, 4)):
         k = rng.randrange(len(chars))

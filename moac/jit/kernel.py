@@ -121,7 +121,13 @@ class Kernel:
                 if kind == "inout":
                     outs[name] = arrays[name]          # updated in place
             elif kind == "output":
-                out = np.empty(self._binding.output_shape(name, sizes), dtype=dtype)
+                shape = self._binding.output_shape(name, sizes)
+                try:
+                    out = np.empty(shape, dtype=dtype)
+                except (ValueError, MemoryError) as e:      # too many elements to address, or to allocate
+                    raise ArgumentError(f"output '{name}' would have shape {tuple(int(s) for s in shape)}: "
+                                        f"{'too large to allocate' if isinstance(e, MemoryError) else 'too large to address'}"
+                                        ) from None
                 outs[name] = out
                 args.append(cast(ptr, out.ctypes.data))
             else:

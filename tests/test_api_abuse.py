@@ -1,0 +1,158 @@
+"""API abuse (#10): each misuse is a clear error or a correct result, and the caller's
+arrays are byte-identical after any refused call.  (Wrong dtypes, Fortran order, strided
+views, wrong ranks and extents, missing and extra arguments are in test_back_build.py.)"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import moac
+from moac.commands import random_inputs
+
+from test_back_common import ROOT, example
+
+TARGETS = ("c", "openmp", "openacc")
+pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+
+
+def _snapshot(arrays: dict) -> dict:
+    return {k: v.copy() for k, v in arrays.items()}
+
+
+def _same(a: dict, b: dict) -> bool:
+    return all(a[k].tobytes() == b[k].tobytes() for k in a)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_reversed_view_is_refused_and_left_alone(target):
+    prog = example("decode")
+    kern = prog.compile(target=target)
+    arrays, _ = random_inputs(prog, {"n": 9, "dk": 4, "dv": 3}, 0)
+    arrays["K"] = arrays["K"][::-1]                       # negative strides
+    before = _snapshot(arrays)
+    with pytest.raises(moac.ArgumentError, match="'K' must be C-contiguous"):
+        kern(**arrays)
+    assert _same(arrays, before)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_read_only_input_is_read(target):
+    prog = example("decode")
+    kern = prog.compile(target=target)
+    arrays, sizes = random_inputs(prog, {"n": 9, "dk": 4, "dv": 3}, 0)
+    for a in arrays.values():
+        a.flags.writeable = False
+    got = kern(**arrays)["out"]
+    np.testing.assert_allclose(got, prog.evaluate(**arrays)["out"], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_infinities_and_nans_in_the_inputs_agree_with_the_interpreter(target):
+    prog = example("matmul")
+    kern = prog.compile(target=target)
+    arrays, _ = random_inputs(prog, {"n": 3, "m": 4, "p": 2}, 1)
+    arrays["A"][0, 0], arrays["A"][1, 2], arrays["B"][3, 1] = np.inf, np.nan, -np.inf
+    got, ref = kern(**arrays), prog.evaluate(**arrays)
+    for out in got:
+        assert np.array_equal(np.isnan(got[out]), np.isnan(ref[out])), out
+        fin = np.isfinite(ref[out])
+        assert np.array_equal(got[out][~fin & ~np.isnan(ref[out])], ref[out][~fin & ~np.isnan(ref[out])]), out
+        np.testing.assert_allclose(got[out][fin], ref[out][fin], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_no_tokens_gives_what_the_interpreter_gives(target):
+    prog = example("decode")
+    kern = prog.compile(target=target)
+    arrays, _ = random_inputs(prog, {"n": 0, "dk": 4, "dv": 3}, 0)
+    got, ref = kern(**arrays)["out"], prog.evaluate(**arrays)["out"]
+    np.testing.assert_array_equal(got, ref)                   # the empty softmax contraction is 0
+
+
+def test_a_size_whose_buffers_overflow_is_refused():
+    """A size passed by name that no input determines, so large that the output's byte
+    count overflows: a clear error, no allocation attempt that crashes."""
+    prog = moac.parse("size n, m\ninput x : f32 ⟨m⟩\ny = (ι n) + 0\nz = x × 2\noutput y, z\n", "iota.moa")
+    kern = prog.compile(target="c")
+    x = np.ones(3, np.float32)
+    with pytest.raises((moac.ArgumentError, MemoryError)):
+        kern(x=x, n=2 ** 62)
+    with pytest.raises(moac.ArgumentError):
+        kern(x=x, n=2 ** 64)
+    assert np.array_equal(x, np.ones(3, np.float32))
+
+
+@pytest.mark.parametrize("target", ("c", "openmp"))
+def test_eight_threads_calling_one_kernel(target):
+    prog = example("decode_gqa")
+    kern = prog.compile(target=target, sizes={"dk": 32, "dv": 32, "hq": 4, "hkv": 2})
+    cases = [random_inputs(prog, {"dk": 32, "dv": 32, "hq": 4, "hkv": 2, "n": 100 + 37 * s}, s)[0] for s in range(8)]
+    want = [kern(**a)["out"] for a in cases]
+    bad = []
+
+    def worker(i):
+        for _ in range(10):
+            if not np.array_equal(kern(**cases[i])["out"], want[i]):
+                bad.append(i)
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not bad
+
+
+CHILD = """
+import sys, numpy as np
+sys.path.insert(0, {root!r})
+import moac
+prog = moac.parse(open({src!r}).read(), "race.moa")
+k = prog.compile(target="c")
+print(float(k(x=np.arange(4, dtype=np.float32))["y"].sum()))
+"""
+
+
+def test_four_processes_building_one_new_program_into_one_cache(tmp_path):
+    import uuid
+    src = tmp_path / "race.moa"
+    src.write_text(f"-- {uuid.uuid4().hex}\nsize n\ninput x : f32 ⟨n⟩\ny = x × 3 + 1\noutput y\n", encoding="utf-8")
+    env = dict(os.environ, MOAC_CACHE_DIR=str(tmp_path / "cache"))
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD.format(root=str(ROOT), src=str(src))], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [p.communicate(timeout=180) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
+    assert {o.strip() for o, _ in outs} == {"24.0"}             # Σ x × (3 + 1) for x = 0..3 (right to left)
+    libs = list((tmp_path / "cache").glob("moac_*.so"))
+    assert len(libs) == 1 and not list((tmp_path / "cache").glob(".moac_*"))
+
+
+def test_a_cache_that_cannot_be_created_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    env = dict(os.environ, MOAC_CACHE_DIR=str(blocker / "cache"))
+    r = subprocess.run([sys.executable, "-m", "moac", "check", "examples/matmul.moa", "--target", "c"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "internal error" not in r.stderr, r.stderr
+    assert str(blocker) in r.stderr
+
+
+def test_unreadable_cache_entry_is_rebuilt(tmp_path, monkeypatch):
+    """A cache entry that is a directory where a library should be: rebuilt elsewhere or a
+    clear error, never a crash."""
+    from moac.jit import build
+    monkeypatch.setenv("MOAC_CACHE_DIR", str(tmp_path / "c2"))
+    text = "size n\ninput x : f32 ⟨n⟩\ny = x − 1\noutput y\n"
+    c_source = moac.parse(text, "u.moa").c_source(target="c")
+    lib = build.build_library(c_source, build.compile_flags("c"))
+    lib.unlink()
+    lib.with_suffix(".sha256").unlink()
+    lib.mkdir()                                                  # something that is not a library
+    with pytest.raises((moac.BuildError, OSError)):
+        build.build_library(c_source, build.compile_flags("c"))
+    assert Path(lib).is_dir()
