@@ -61,20 +61,23 @@ def reduction_length(onf, sizes: dict) -> int:
     return sum(length(s.body) for s in onf.dnf.stmts) + 1
 
 
-def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: float) -> tuple[float, float, bool, tuple]:
+def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: float) -> tuple[float, float, bool, tuple, float]:
+    """(max abs error, max rel error, within tolerance, where, the absolute bound used): the
+    bound is tol · max(1, max|ref| over the finite values); a non-finite reference value
+    must be matched exactly (NaN by NaN)."""
     if got.shape != ref.shape:
         raise CheckError(f"output '{name}' has shape {got.shape}, the reference {ref.shape}")
     if ref.size == 0:
-        return 0.0, 0.0, True, ()
+        return 0.0, 0.0, True, (), tol
     g = got.astype(np.float64)
     with np.errstate(invalid="ignore"):            # inf − inf where both are infinite
         err = np.abs(g - ref)
     finite = np.isfinite(ref)
-    err = np.where(finite, err, np.where(g == ref, 0.0, np.inf))
+    err = np.where(finite, err, np.where((g == ref) | (np.isnan(g) & np.isnan(ref)), 0.0, np.inf))
     scale = max(1.0, float(np.max(np.abs(ref[finite]))) if finite.any() else 1.0)
     worst = np.unravel_index(int(np.argmax(err)), err.shape)
     max_abs = float(err[worst])
-    return max_abs, max_abs / scale, max_abs <= tol * scale, tuple(int(i) for i in worst)
+    return max_abs, max_abs / scale, max_abs <= tol * scale, tuple(int(i) for i in worst), tol * scale
 
 
 def options(args, sizes: dict) -> dict:
@@ -96,12 +99,17 @@ def check_command(prog, args, sizes: dict) -> int:
     L = reduction_length(kern.onf, all_sizes)
     tol = tolerance(ctype, L)
     shown = " ".join(f"{k}={v}" for k, v in all_sizes.items())
-    print(f"check {prog.source.filename}: target {args.target}, sizes {shown}, seed {args.seed}")
+    from .targets import get_target
+    where_run = " (run on this CPU: in-process builds of a device target disable offloading)" \
+        if get_target(args.target).device_entry and get_target(args.target).host_only_flags else ""
+    print(f"check {prog.source.filename}: target {args.target}{where_run}, sizes {shown}, seed {args.seed}")
     ok_all = True
     for name in list(prog.outputs) + [u for u, _ in prog.core.updates]:
-        max_abs, max_rel, ok, where = compare(name, dtypes.as_float64(_decl(prog, name), got[name]), ref[name], tol)
+        max_abs, max_rel, ok, where, bound = compare(name, dtypes.as_float64(_decl(prog, name), got[name]), ref[name],
+                                                     tol)
         print(f"  {name}: max abs error {max_abs:.3e}, max rel error {max_rel:.3e} (tolerance {tol:.1e} "
-              f"relative to max|ref|, reduction length {L}) {'OK' if ok else 'MISMATCH at ' + str(where)}")
+              f"relative to max(1, max|ref|): {bound:.1e} absolute; reduction length {L}) "
+              f"{'OK' if ok else 'MISMATCH at ' + str(where)}")
         ok_all &= ok
     if not ok_all:
         print("check FAILED", file=sys.stderr)

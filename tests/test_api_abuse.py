@@ -156,3 +156,28 @@ def test_unreadable_cache_entry_is_rebuilt(tmp_path, monkeypatch):
     with pytest.raises((moac.BuildError, OSError)):
         build.build_library(c_source, build.compile_flags("c"))
     assert Path(lib).is_dir()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_all_scores_minus_infinity_agree_with_the_interpreter(target):
+    """A softmax over scores that are all −∞ has no maximum to subtract: NaN in the
+    interpreter (exp(−∞ − (−∞))), and NaN in every target, never a silent 0."""
+    prog = example("decode")
+    q = np.zeros(4, np.float32)
+    q[0] = -np.inf
+    K = np.abs(np.random.default_rng(0).standard_normal((5, 4))).astype(np.float32) + 0.1
+    V = np.ones((5, 3), np.float32)
+    ref = prog.evaluate(q=q, K=K, V=V)["out"]
+    got = prog.compile(target=target)(q=q, K=K, V=V)["out"]
+    assert np.isnan(ref).all() and np.isnan(got).all()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_empty_head_dimension_agrees_with_the_interpreter(target):
+    """dk = 0: every score is 0 / √0, NaN, in the interpreter and in the kernels."""
+    prog = example("decode")
+    q, K, V = np.zeros(0, np.float32), np.zeros((5, 0), np.float32), np.ones((5, 3), np.float32)
+    ref = prog.evaluate(q=q, K=K, V=V)["out"]
+    got = prog.compile(target=target)(q=q, K=K, V=V)["out"]
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    assert np.isnan(ref).all()

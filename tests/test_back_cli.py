@@ -164,3 +164,22 @@ def test_dash_o_dash_writes_to_standard_output(tmp_path):
 def test_offload_to_standard_output_is_refused():
     r = _moac(["compile", str(example_path("matmul")), "--offload", "nvptx", "-o", "-"])
     assert r.returncode == 1 and "--offload needs -o OUT.c" in r.stderr.decode()
+
+
+def test_check_states_its_absolute_bound_and_where_openacc_ran():
+    r = moac_cli("check", str(example_path("decode")))
+    assert r.returncode == 0, r.stderr
+    first, line = r.stdout.splitlines()[:2]
+    assert "target openacc (run on this CPU" in first
+    rel, absolute = (float(x) for x in __import__("re").search(
+        r"tolerance ([0-9.e+-]+) relative to max\(1, max\|ref\|\): ([0-9.e+-]+) absolute", line).groups())
+    assert absolute >= rel > 0
+
+
+def test_check_accepts_nan_where_the_reference_has_nan():
+    import numpy as np
+    from moac.commands import compare
+    ref = np.array([1.0, np.nan, np.inf])
+    assert compare("y", np.array([1.0, np.nan, np.inf], np.float32), ref, 1e-6)[2]
+    assert not compare("y", np.array([1.0, 0.0, np.inf], np.float32), ref, 1e-6)[2]
+    assert not compare("y", np.array([1.0, np.nan, -np.inf], np.float32), ref, 1e-6)[2]

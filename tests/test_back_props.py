@@ -30,7 +30,7 @@ def test_random_programs_compile_and_match(case):
     source, sizes = case
     prog = moac.parse(source, "generated.moa")
     results = {}
-    for target in ("c", "openacc"):
+    for target in ("c", "openacc", "openmp"):          # openmp: its own host mapping and flags
         kern = prog.compile(target=target, werror=True)
         arrays, all_sizes = commands.random_inputs(prog, sizes, 0)
         ref = prog.evaluate(sizes=all_sizes, **arrays)

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Differential testing on purpose: random well-shaped programs (tests/progen.py: ψ with
+partial indices, take/drop with negative counts, catenation, transposes, reshape, Ω,
+inner and outer products, every reduction, sizes left to run time, sizes 0, 1 and
+primes) compiled for c, openmp and openacc and compared with the interpreter; c and the
+host build of openacc also bit for bit.  Writes a JSON summary with every failure.
+
+    python3 bench/differential_run.py --programs 3400 --json bench/results/DATE/differential.json
+
+The test suite runs a seeded slice (tests/test_back_props.py).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+
+import moac  # noqa: E402
+from moac import commands  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from progen import programs  # noqa: E402
+
+TARGETS = ("c", "openmp", "openacc")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--programs", type=int, default=3400)
+    ap.add_argument("--json", required=True)
+    args = ap.parse_args()
+    warnings.simplefilter("ignore", RuntimeWarning)
+    stats = {"programs": 0, "runs": 0, "refused": 0, "failures": []}
+    t0 = time.time()
+
+    @settings(max_examples=args.programs, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(programs())
+    def one(case):
+        source, sizes = case
+        stats["programs"] += 1
+        try:
+            prog = moac.parse(source, "generated.moa")
+            arrays, all_sizes = commands.random_inputs(prog, sizes, 0)
+            ref = prog.evaluate(sizes=all_sizes, **arrays)
+        except moac.MoacError:
+            stats["refused"] += 1
+            return
+        got_by = {}
+        for target in TARGETS:
+            try:
+                kern = prog.compile(target=target, werror=True, native=False)
+                got = kern(**arrays, **{k: v for k, v in all_sizes.items() if k in kern.onf.params})
+                tol = commands.tolerance(kern.signature.ctype, commands.reduction_length(kern.onf, all_sizes))
+                for name in prog.outputs:
+                    r = np.asarray(ref[name], np.float64)
+                    g = np.asarray(got[name], np.float64)
+                    fin = np.isfinite(r)
+                    ok = (g.shape == r.shape and np.array_equal(np.isnan(g), np.isnan(r))
+                          and np.allclose(g[fin], r[fin], rtol=0, atol=tol * max(1.0, float(np.abs(r[fin]).max(initial=0)))))
+                    if not ok:
+                        raise AssertionError(f"{name}: differs from the interpreter")
+                got_by[target] = got
+                stats["runs"] += 1
+            except Exception as e:  # noqa: BLE001 - recorded, the run goes on
+                stats["failures"].append({"target": target, "source": source, "sizes": sizes,
+                                          "error": "".join(traceback.format_exception_only(type(e), e)).strip()[:500]})
+        if "c" in got_by and "openacc" in got_by:
+            for name in prog.outputs:
+                if not np.array_equal(got_by["c"][name], got_by["openacc"][name], equal_nan=True):
+                    stats["failures"].append({"target": "c vs openacc", "source": source, "sizes": sizes,
+                                              "error": f"{name}: not bit for bit"})
+        if stats["programs"] % 200 == 0:
+            print(f"{stats['programs']} programs, {stats['runs']} runs, {len(stats['failures'])} failures, "
+                  f"{time.time() - t0:.0f} s", flush=True)
+    one()
+    stats.update(date=time.strftime("%Y-%m-%d"), seconds=round(time.time() - t0, 1), targets=TARGETS)
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(stats, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"{stats['programs']} programs, {stats['runs']} program × target runs, {stats['refused']} refused, "
+          f"{len(stats['failures'])} failures in {stats['seconds']} s")
+    return 1 if stats["failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
