@@ -102,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("check", help="compile, run on random data, compare with the reference")
     common(p)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cc", help="the C compiler (default: $CC, else the target's: gcc or nvcc); "
+                   "$MOAC_CFLAGS adds flags")
 
     p = sub.add_parser("cost", help="DRAM bytes, flops, KV bytes per token, intensity and roofline")
     common(p)
@@ -112,7 +114,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="count the inputs that have the token axis as stored in this dtype")
     p.add_argument("--tokens", default="n", metavar="SIZE", help="the size that counts tokens (default n)")
 
+    p = sub.add_parser("cache", help="the build cache: where it is and what it holds, or empty it")
+    p.add_argument("action", choices=("info", "clear"))
+
     args = ap.parse_args(argv)
+    if args.cmd == "cache":
+        from .jit.build import cache_clear, cache_info
+        try:
+            print(cache_info() if args.action == "info" else cache_clear())
+        except OSError as e:
+            print(f"moac: error: {e.strerror or e}{': ' + e.filename if e.filename else ''}", file=sys.stderr)
+            return 1
+        return 0
     prog = None
     try:
         prog = _load(args.file, ap)

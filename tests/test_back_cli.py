@@ -183,3 +183,31 @@ def test_check_accepts_nan_where_the_reference_has_nan():
     assert compare("y", np.array([1.0, np.nan, np.inf], np.float32), ref, 1e-6)[2]
     assert not compare("y", np.array([1.0, 0.0, np.inf], np.float32), ref, 1e-6)[2]
     assert not compare("y", np.array([1.0, np.nan, -np.inf], np.float32), ref, 1e-6)[2]
+
+
+def test_cache_info_and_clear(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from test_back_common import ROOT
+    env = dict(os.environ, MOAC_CACHE_DIR=str(tmp_path / "c"))
+    run = lambda *a: subprocess.run([sys.executable, "-m", "moac", *a], cwd=ROOT, env=env,   # noqa: E731
+                                    capture_output=True, text=True)
+    assert run("cache", "info").stdout.strip() == f"cache {tmp_path / 'c'}: 0 libraries, 0 files, 0.0 MiB"
+    (tmp_path / "c" / "keep.txt").write_text("not moac's")
+    assert run("check", "examples/matmul.moa", "--target", "c").returncode == 0
+    info = run("cache", "info").stdout
+    assert ": 1 libraries, 3 files" in info                  # the library, its source, its hash
+    assert run("cache", "clear").stdout.strip() == f"cache {tmp_path / 'c'}: removed 3 files"
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["keep.txt"]
+
+
+def test_cc_and_moac_cflags_reach_the_build(monkeypatch):
+    import moac
+    src = "size n\ninput x : f32 ⟨n⟩\ny = x × 7\noutput y\n"
+    monkeypatch.setenv("MOAC_CFLAGS", "-DMOAC_PROBE=1 -fno-tree-vectorize")
+    k = moac.parse(src, "flags.moa").compile(target="c")
+    assert k.flags[-2:] == ["-DMOAC_PROBE=1", "-fno-tree-vectorize"]
+    monkeypatch.setenv("CC", "no-such-cc-for-moac")
+    with pytest.raises(moac.BuildError, match="no-such-cc-for-moac"):
+        moac.parse(src, "flags2.moa").compile(target="c")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -30,6 +31,30 @@ def cache_dir() -> Path:
     p = Path(root)
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+
+def _entries(root: Path) -> list:
+    """The files moac made in a cache directory (never anything else that lives there)."""
+    return [p for p in root.iterdir() if p.is_file() and (p.name.startswith("moac_") or p.name.startswith(".moac_"))
+            and p.suffix in (".so", ".c", ".sha256")]
+
+
+def cache_info() -> str:
+    root = cache_dir()
+    files = _entries(root)
+    libs = [p for p in files if p.suffix == ".so" and not p.name.startswith(".")]
+    size = sum(p.stat().st_size for p in files)
+    return f"cache {root}: {len(libs)} libraries, {len(files)} files, {size / 2**20:.1f} MiB"
+
+
+def cache_clear() -> str:
+    """Remove the libraries and sources moac built (a library loaded in a running process
+    stays valid: the file is unlinked, not overwritten)."""
+    root = cache_dir()
+    files = _entries(root)
+    for p in files:
+        p.unlink(missing_ok=True)
+    return f"cache {root}: removed {len(files)} files"
 
 
 @functools.cache
@@ -154,7 +179,10 @@ def build(art, cc: str | None = None, werror: bool = False, extra_flags: tuple =
     on unless the environment sets MOAC_NATIVE=0)."""
     if native is None:
         native = os.environ.get("MOAC_NATIVE", "1") != "0"
-    cc = cc or get_target(art.options.target).compiler
+    compiler = get_target(art.options.target).compiler
+    # CC names the C compiler of targets built with gcc (not nvcc's); MOAC_CFLAGS adds flags
+    cc = cc or (os.environ.get("CC") if compiler == "gcc" else None) or compiler
+    extra_flags = tuple(extra_flags) + tuple(shlex.split(os.environ.get("MOAC_CFLAGS", "")))
     if shutil.which(cc) is None and not os.path.exists(cc):
         raise BuildError(f"C compiler {cc!r} not found", [cc], "", "")
     flags = compile_flags(art.options.target, werror=werror, native=native) + list(extra_flags)
