@@ -19,6 +19,36 @@ from .binding import freeze_binding
 NP_DTYPE = {"float": np.float32, "double": np.float64}
 
 
+def _is_torch(x) -> bool:
+    return type(x).__module__.startswith("torch") and type(x).__name__ in ("Tensor", "Parameter")
+
+
+def as_array(name: str, x):
+    """A numpy view of an argument, no copy: numpy arrays as they are, CPU torch tensors
+    (bf16 as its bit patterns), anything else with __dlpack__ through numpy.  (array,
+    is_torch)."""
+    if isinstance(x, np.ndarray):
+        return x, False
+    if _is_torch(x):
+        import torch
+        if x.device.type != "cpu":
+            raise ArgumentError(f"input '{name}' is a {x.device.type} tensor: a host kernel takes CPU tensors "
+                                "(GPU tensors go through the device entry of a GPU bundle, docs/gpu.md)")
+        t = x.detach()
+        if t.dtype == torch.bfloat16:
+            return t.view(torch.int16).numpy().view(np.uint16), True
+        try:
+            return t.numpy(), True
+        except TypeError as e:
+            raise ArgumentError(f"input '{name}': {e}") from None
+    if hasattr(x, "__dlpack__"):
+        try:
+            return np.from_dlpack(x), False
+        except (TypeError, RuntimeError, BufferError) as e:
+            raise ArgumentError(f"input '{name}': cannot be read through DLPack ({e})") from None
+    return x, False
+
+
 _LOADED: dict = {}   # library path -> (ffi, lib); never unloaded (see _load)
 
 
@@ -92,7 +122,8 @@ class Kernel:
                 raise ArgumentError(f"missing input '{info.name}'")
             a = args[info.name]
             if not isinstance(a, np.ndarray):
-                raise ArgumentError(f"input '{info.name}' must be a numpy array, got {type(a).__name__}")
+                raise ArgumentError(f"input '{info.name}' must be a numpy array, a CPU torch tensor or a DLPack "
+                                    f"object, got {type(a).__name__}")
             if not dtypes.accepts(info.dtype, a):
                 raise ArgumentError(f"input '{info.name}' must have dtype {dtypes.describe(info.dtype)} "
                                     f"(declared {info.dtype}), got {a.dtype}")
@@ -109,10 +140,22 @@ class Kernel:
                                         "(pass a copy)")
         return self._binding.bind(shapes, given)
 
-    def __call__(self, **arrays) -> dict:
-        """Run the kernel: inputs as numpy arrays by name; a size that no input's shape
-        determines (a window length, say) is passed by name as an int."""
+    def __call__(self, out: dict | None = None, **arrays) -> dict:
+        """Run the kernel: inputs by name as numpy arrays, CPU torch tensors or DLPack
+        objects (no copies); a size that no input's shape determines (a window length,
+        say) is passed by name as an int.  Outputs come back as numpy arrays, or as torch
+        tensors (sharing their memory) when an input was a tensor; `out` maps output names
+        to preallocated C-contiguous arrays or tensors of the right dtype and shape, which
+        are written and returned."""
+        if out is not None and "out" in self._inputs:     # the program has an input named out
+            arrays["out"], out = out, None
+        torch_in = False
+        for k in list(arrays):
+            if k in self._inputs:
+                arrays[k], t = as_array(k, arrays[k])
+                torch_in |= t
         sizes = self._bind(arrays)
+        given = self._outputs_given(out or {}, sizes, arrays)
         cast = self._ffi.cast
         outs, args = {}, []
         for kind, name, ptr, dtype in self._params:
@@ -120,16 +163,19 @@ class Kernel:
                 args.append(cast(ptr, arrays[name].ctypes.data))       # kept alive by `arrays`
                 if kind == "inout":
                     outs[name] = arrays[name]          # updated in place
+            elif kind == "output" and name in given:
+                outs[name] = given[name]
+                args.append(cast(ptr, given[name].ctypes.data))
             elif kind == "output":
                 shape = self._binding.output_shape(name, sizes)
                 try:
-                    out = np.empty(shape, dtype=dtype)
+                    buf = np.empty(shape, dtype=dtype)
                 except (ValueError, MemoryError) as e:      # too many elements to address, or to allocate
                     raise ArgumentError(f"output '{name}' would have shape {tuple(int(s) for s in shape)}: "
                                         f"{'too large to allocate' if isinstance(e, MemoryError) else 'too large to address'}"
                                         ) from None
-                outs[name] = out
-                args.append(cast(ptr, out.ctypes.data))
+                outs[name] = buf
+                args.append(cast(ptr, buf.ctypes.data))
             else:
                 args.append(sizes[name])
         for name in self.aligned:
@@ -151,4 +197,34 @@ class Kernel:
                                 "so their data must start at an 8-byte aligned address (pass a copy of an offset view)")
         if rc != 0:
             raise MemoryError(f"{self.signature.fname}: scratch memory could not be allocated")
+        if out:                                    # the caller's own objects back
+            outs.update({k: out[k] for k in given})
+        if torch_in:
+            import torch
+            outs = {k: (v if _is_torch(v) else torch.from_numpy(v)) for k, v in outs.items()}
         return outs
+
+    def _outputs_given(self, out: dict, sizes: dict, arrays: dict) -> dict:
+        """The numpy views of the `out=` arrays, checked before any C runs."""
+        names = [p.name for p in self.signature.params if p.kind == "output"]
+        extra = set(out) - set(names)
+        if extra:
+            raise ArgumentError(f"out= names {', '.join(sorted(extra))}, which the kernel does not output "
+                                f"(outputs: {', '.join(names)})")
+        views = {}
+        for p in self.signature.params:
+            if p.kind != "output" or p.name not in out:
+                continue
+            a, _ = as_array(p.name, out[p.name])
+            want = tuple(int(s) for s in self._binding.output_shape(p.name, sizes))
+            dtype = NP_DTYPE[p.ctype]
+            if not isinstance(a, np.ndarray) or a.dtype != dtype or a.shape != want:
+                raise ArgumentError(f"out['{p.name}'] must be a {np.dtype(dtype).name} array of shape {want}, got "
+                                    f"{getattr(a, 'dtype', type(a).__name__)} {getattr(a, 'shape', '')}")
+            if not a.flags.c_contiguous or not a.flags.writeable:
+                raise ArgumentError(f"out['{p.name}'] must be C-contiguous and writeable")
+            for i in self._inputs:
+                if np.may_share_memory(a, arrays[i]):
+                    raise ArgumentError(f"out['{p.name}'] shares memory with input '{i}' (pass another array)")
+            views[p.name] = a
+        return views
