@@ -64,6 +64,12 @@ OPS: dict[str, Op] = {o.name: o for o in (
 BINARY = frozenset(n for n, o in OPS.items() if o.arity == 2 and o.token)
 UNARY = frozenset(n for n, o in OPS.items() if o.arity == 1)
 REDUCIBLE = frozenset(n for n, o in OPS.items() if o.identity is not None)
+# − and ÷ reduce as MoA/APL's right folds, a0 − (a1 − (a2 − …)) and a0 ÷ (a1 ÷ (a2 ÷ …)):
+# these are Σ_i (−1)^i a_i and Π_i a_i^((−1)^i), folds of the associative partner over
+# terms whose odd members are negated or inverted (moac.dnf.rules), so they reduce in
+# parallel like any monoid.  Their value over no terms is the partner's identity.
+RIGHT_FOLDS = {"sub": ("add", "neg"), "div": ("mul", "recip")}
+FOLDABLE = REDUCIBLE | frozenset(RIGHT_FOLDS)
 
 
 def identity(op: str) -> float:

@@ -87,8 +87,8 @@ CASES = {
     "take-too-many": (
         "input A : f32 ⟨3 4⟩\nz = ¯5 △ A\n", moac.ShapeError,
         "△ count -5 is larger than the axis length 3", 2, 5),
-    "reduce-with-minus": (
-        V + "z = − red x\noutput z", moac.ShapeError, "red reduces with +, ×, max or min", 6, 5),
+    "reduce-with-power": (
+        V + "z = ⋆ red x\noutput z", moac.ShapeError, "red reduces with +, −, ×, ÷, max or min", 6, 5),
     "reduce-a-scalar": (
         "z = + red 3\n", moac.ShapeError, "+ red needs an array of rank ≥ 1, got a scalar", 1, 11),
     "inner-lengths-differ": (

@@ -16,7 +16,7 @@ import sympy as sp
 
 from ..front import core as C
 from ..errors import RewriteError
-from ..ops import OPS
+from ..ops import OPS, RIGHT_FOLDS
 from .ir import (DNF, DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt, TraceStep, fmt_index, fmt_num,
                  fmt_vec, format_expr, index_var)
 from .reshape import reshape_index, simplify_index
@@ -109,6 +109,17 @@ class _Ctx:
         self.trace.append(TraceStep(rule, f"{fmt_vec(idx)}ψ{core_text(node)}" if idx else core_text(node), after))
 
 
+def _fold(op: str, v, extent, body):
+    """Σ/Π/max/min over v, or a right fold of − or ÷ as the fold of its associative partner
+    with the odd terms negated or inverted: a0 − (a1 − (a2 − …)) = Σ_v (−1)^v a_v and
+    a0 ÷ (a1 ÷ (a2 ÷ …)) = Π_v a_v^((−1)^v), so the Schedule may split it like any monoid."""
+    if op not in RIGHT_FOLDS:
+        return DReduce(op, v, extent, body)
+    partner, invert = RIGHT_FOLDS[op]
+    odd = sp.Eq(sp.Mod(v, 2), 1)
+    return DReduce(partner, v, extent, DSelect(odd, DOp(invert, (body,)), body))
+
+
 def psi_reduce(node: C.Core, idx: tuple, ctx: _Ctx):
     """The full ψ-selection ⟨idx⟩ψnode as a DNF expression (len(idx) == rank of node)."""
     assert len(idx) == node.rank, (type(node).__name__, idx, node.shape)
@@ -188,8 +199,8 @@ def psi_reduce(node: C.Core, idx: tuple, ctx: _Ctx):
             v = ctx.fresh(arg.shape[0])
             with _bound(ctx, v, arg.shape[0]):
                 body = psi_reduce(arg, (v,) + tuple(idx), ctx)
-            out = DReduce(op, v, arg.shape[0], body)
-            ctx.log("ψ-reduce", node, idx, format_expr(out))
+            out = _fold(op, v, arg.shape[0], body)
+            ctx.log("ψ-reduce" if op not in RIGHT_FOLDS else "ψ-reduce, right fold", node, idx, format_expr(out))
             return out
         case C.CInner(f=f, g=g, left=a, right=b):
             ext = a.shape[-1]
@@ -198,8 +209,8 @@ def psi_reduce(node: C.Core, idx: tuple, ctx: _Ctx):
             with _bound(ctx, v, ext):
                 body = DOp(g, (psi_reduce(a, tuple(idx[:ra]) + (v,), ctx),
                                psi_reduce(b, (v,) + tuple(idx[ra:]), ctx)))
-            out = DReduce(f, v, ext, body)
-            ctx.log("ψ-inner", node, idx, format_expr(out))
+            out = _fold(f, v, ext, body)
+            ctx.log("ψ-inner" if f not in RIGHT_FOLDS else "ψ-inner, right fold", node, idx, format_expr(out))
             return out
         case C.COuter(g=g, left=a, right=b):
             out = DOp(g, (psi_reduce(a, tuple(idx[:a.rank]), ctx), psi_reduce(b, tuple(idx[a.rank:]), ctx)))

@@ -18,7 +18,7 @@ from .core import (CCat, CCell, CConst, CDrop, CInner, CInput, CIota, CMap, CNam
                    Core, CPsi, CRed, CReshape, CReverse, CSize, CTake, CTranspose, CVec, provably, same, same_shape,
                    show_expr, show_shape)
 from ..errors import MoacError, NameError_, ParseError, ShapeError, Source, Span
-from ..ops import BINARY, MONADIC_ONLY, REDUCIBLE, STATIC_LEFT, STRUCTURAL, UNARY, monadic
+from ..ops import BINARY, FOLDABLE, MONADIC_ONLY, STATIC_LEFT, STRUCTURAL, UNARY, monadic
 
 _cell_ids = itertools.count()
 
@@ -223,8 +223,8 @@ class Elab:
                     raise self.err(ShapeError, f"inner product {self.text(fn)} needs a left and a right operand", fn)
                 self.check_scalar_fn(f, 2)
                 self.check_scalar_fn(g, 2)
-                if f.op not in REDUCIBLE:
-                    raise self.err(ShapeError, f"{f.text} cannot reduce; use +, ×, max or min", f)
+                if f.op not in FOLDABLE:
+                    raise self.err(ShapeError, f"{f.text} cannot reduce; use +, −, ×, ÷, max or min", f)
                 return self.inner(f.op, g.op, args[0], args[1], arg_nodes, node, fn)
             case S.OuterFn(g=g):
                 if len(args) != 2:
@@ -235,8 +235,8 @@ class Elab:
             case S.RedFn(fn=inner):
                 if len(args) != 1:
                     raise self.err(ShapeError, f"{self.text(fn)} is monadic", fn)
-                if not (isinstance(inner, S.Prim) and inner.op in REDUCIBLE):
-                    raise self.err(ShapeError, "red reduces with +, ×, max or min", inner)
+                if not (isinstance(inner, S.Prim) and inner.op in FOLDABLE):
+                    raise self.err(ShapeError, "red reduces with +, −, ×, ÷, max or min", inner)
                 (a,) = args
                 if a.rank == 0:
                     raise self.err(ShapeError, f"{self.text(fn)} needs an array of rank ≥ 1, got a scalar", arg_nodes[0])

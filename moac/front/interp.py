@@ -8,7 +8,7 @@ import numpy as np
 from . import core as C
 from .sizes import bind
 from ..errors import ArgumentError
-from ..ops import OPS
+from ..ops import OPS, RIGHT_FOLDS
 
 
 
@@ -96,10 +96,7 @@ class _Eval:
             case C.CReverse(arg=a):
                 return ev(a, cells)[::-1]
             case C.CRed(op=op, arg=a):
-                arr = ev(a, cells)
-                if arr.shape[0] == 0:
-                    return np.full(arr.shape[1:], OPS[op].identity)
-                return OPS[op].numpy.reduce(arr, axis=0)
+                return _reduce(op, ev(a, cells), 0)
             case C.CInner(f=f, g=g, left=a, right=b):
                 x, y = ev(a, cells), ev(b, cells)
                 if f == "add" and g == "mul":
@@ -109,10 +106,7 @@ class _Eval:
                 ye = y.reshape((1,) * (x.ndim - 1) + y.shape)
                 with np.errstate(all="ignore"):
                     prod = OPS[g].numpy(xe, ye)
-                ax = x.ndim - 1
-                if n == 0:
-                    return np.full(prod.shape[:ax] + prod.shape[ax + 1:], OPS[f].identity)
-                return OPS[f].numpy.reduce(prod, axis=ax)
+                return _reduce(f, prod, x.ndim - 1)
             case C.COuter(g=g, left=a, right=b):
                 x, y = ev(a, cells), ev(b, cells)
                 with np.errstate(all="ignore"):
@@ -130,3 +124,23 @@ class _Eval:
                     out[fi] = ev(body, inner)
                 return out
         raise TypeError(type(node).__name__)  # pragma: no cover
+
+
+def _reduce(op: str, arr: np.ndarray, axis: int) -> np.ndarray:
+    """op-reduction along an axis: numpy's for the monoids; − and ÷ as the right folds
+    MoA/APL define, a0 − (a1 − (… − a_{n−1})), evaluated literally from the right (the
+    independent reference for the DNF's alternating form).  No terms: the identity (0 for
+    + and −, 1 for × and ÷)."""
+    if op in RIGHT_FOLDS:
+        partner = RIGHT_FOLDS[op][0]
+        if arr.shape[axis] == 0:
+            return np.full(arr.shape[:axis] + arr.shape[axis + 1:], OPS[partner].identity)
+        terms = np.moveaxis(arr, axis, 0)
+        acc = terms[-1]
+        with np.errstate(all="ignore"):
+            for t in terms[-2::-1]:
+                acc = OPS[op].numpy(t, acc)
+        return acc
+    if arr.shape[axis] == 0:
+        return np.full(arr.shape[:axis] + arr.shape[axis + 1:], OPS[op].identity)
+    return OPS[op].numpy.reduce(arr, axis=axis)

@@ -1,0 +1,64 @@
+"""− red, ÷ red and the inner products −.g, ÷.g (#11): the right folds of MoA/APL in the
+interpreter, an alternating fold of the associative partner in the DNF, the same values
+from every target."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import moac
+from moac.commands import random_inputs, tolerance, reduction_length
+
+SRC = ("size n, m\ninput x : f32 ⟨n⟩\ninput A : f32 ⟨m n⟩\n"
+       "a = − red x\nq = ÷ red x\nw = A −.× x\nv = A ÷.+ x\noutput a, q, w, v\n")
+
+
+def test_the_interpreter_folds_from_the_right():
+    prog = moac.parse("size n\ninput x : f32 ⟨n⟩\na = − red x\nq = ÷ red x\noutput a, q\n", "f.moa")
+    x = np.array([8.0, 4.0, 2.0], np.float32)
+    r = prog.evaluate(x=x)
+    assert float(r["a"]) == 8 - (4 - 2) == 6 and float(r["q"]) == 8 / (4 / 2) == 4
+    e = prog.evaluate(x=np.zeros(0, np.float32))
+    assert float(e["a"]) == 0.0 and float(e["q"]) == 1.0          # the partners' identities
+    one = prog.evaluate(x=np.array([5.0], np.float32))
+    assert float(one["a"]) == 5.0 and float(one["q"]) == 5.0
+
+
+def test_the_dnf_is_the_alternating_fold():
+    text = str(moac.parse(SRC, "f.moa").dnf())
+    assert "a = Σ_{i<n} (−⟨i⟩ψx if Mod(i, 2) = 1 else ⟨i⟩ψx)" in text
+    assert "q = Π_{i<n} (1 ÷ ⟨i⟩ψx if Mod(i, 2) = 1 else ⟨i⟩ψx)" in text
+    trace = moac.dnf.format_trace(moac.parse(SRC, "f.moa").dnf())
+    assert "ψ-reduce, right fold" in trace and "ψ-inner, right fold" in trace
+
+
+@pytest.mark.parametrize("target", ["c", "openmp", "openacc"])
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 64])
+def test_every_target_agrees_with_the_interpreter(target, n):
+    prog = moac.parse(SRC, "f.moa")
+    kern = prog.compile(target=target, werror=True)
+    arrays, sizes = random_inputs(prog, {"n": n, "m": 5}, n)
+    arrays["x"] = np.abs(arrays["x"]) + 0.5                 # keep the quotients away from 0
+    arrays["A"] = np.abs(arrays["A"]) + 0.5
+    got, ref = kern(**arrays), prog.evaluate(sizes=sizes, **arrays)
+    tol = tolerance(kern.signature.ctype, reduction_length(kern.onf, sizes))
+    for k in prog.outputs:
+        r = np.asarray(ref[k], np.float64)
+        np.testing.assert_allclose(got[k], r, rtol=0, atol=tol * max(1.0, float(np.abs(r).max(initial=0))))
+
+
+def test_other_reductions_are_still_refused_with_the_list():
+    with pytest.raises(moac.ShapeError, match=r"red reduces with \+, −, ×, ÷, max or min"):
+        moac.parse("size n\ninput x : f32 ⟨n⟩\ny = ⋆ red x\noutput y\n", "p.moa").dnf()
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_the_cuda_kernels_compile(tmp_path):
+    src = moac.parse(SRC, "f.moa").c_source(target="cuda")
+    (tmp_path / "f.cu").write_text(src)
+    r = subprocess.run(["nvcc", "-arch=sm_90a", "-c", "-o", str(tmp_path / "f.o"), str(tmp_path / "f.cu")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
