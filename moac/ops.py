@@ -109,6 +109,9 @@ STRUCTURAL: dict[str, Structural] = {p.name: p for p in (
     Structural("drop", "DROP", "▽", static_left=True),
     Structural("reverse", "REVERSE", "Φ", monadic_only=True),
     Structural("cat", "CAT", "#"),
+    Structural("rav", "RAV", "rav", monadic_only=True),       # ravel: the items in row-major order, ⟨τA⟩ ρ A
+    Structural("tau", "TAU", "τ", monadic_only=True),         # total: the number of elements, π ρA
+    Structural("delta", "DELTA", "δ", monadic_only=True),     # dimension: the rank, τ ρA
 )}
 
 # the grammar's terminal name -> the primitive it spells

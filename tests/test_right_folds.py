@@ -62,3 +62,39 @@ def test_the_cuda_kernels_compile(tmp_path):
     r = subprocess.run(["nvcc", "-arch=sm_90a", "-c", "-o", str(tmp_path / "f.o"), str(tmp_path / "f.cu")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+# --------------------------------------------------------------------------- rav, τ, δ (#11)
+
+CLASSIC = ("size n, m\ninput A : f32 ⟨n m⟩\nr = rav A\nt = τ A\nd = δ A\n"
+           "mean = (+ red rav A) ÷ τ A\noutput r, t, d, mean\n")
+
+
+def test_classic_names_mean_what_moa_says():
+    prog = moac.parse(CLASSIC, "c.moa")
+    A = np.arange(6, dtype=np.float32).reshape(2, 3)
+    r = prog.evaluate(A=A)
+    np.testing.assert_array_equal(r["r"], A.reshape(-1))
+    assert float(r["t"]) == 6 and float(r["d"]) == 2 and float(r["mean"]) == 2.5
+
+
+def test_ascii_spellings_are_the_same_program():
+    ascii_src = CLASSIC.replace("τ", "tau").replace("δ", "dim")
+    assert str(moac.parse(ascii_src, "a.moa").dnf()).split("\n", 1)[1] == \
+        str(moac.parse(CLASSIC, "c.moa").dnf()).split("\n", 1)[1]
+
+
+@pytest.mark.parametrize("target", ["c", "openmp", "openacc"])
+def test_classic_names_compile(target):
+    prog = moac.parse(CLASSIC, "c.moa")
+    kern = prog.compile(target=target, werror=True)
+    A = np.random.default_rng(0).standard_normal((5, 7)).astype(np.float32)
+    got, ref = kern(A=A), prog.evaluate(A=A)
+    np.testing.assert_array_equal(got["r"], A.reshape(-1))
+    assert float(got["t"]) == 35 and float(got["d"]) == 2
+    np.testing.assert_allclose(got["mean"], ref["mean"], rtol=1e-5)
+
+
+def test_classic_names_are_monadic():
+    with pytest.raises(moac.MoacError, match="has no dyadic meaning|monadic"):
+        moac.parse("size n\ninput x : f32 ⟨n⟩\ny = x τ x\noutput y\n", "m.moa").dnf()

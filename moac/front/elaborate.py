@@ -272,6 +272,13 @@ class Elab:
                 if a.rank == 0:
                     raise self.err(ShapeError, "Φ needs an array of rank ≥ 1", arg_nodes[0])
                 return CReverse(node.span, a.shape, a)
+            if op == "rav":                         # ⟨τA⟩ ρ A
+                total = sp.expand(sp.Mul(*a.shape))
+                return CReshape(node.span, (total,), a)
+            if op == "tau":
+                return CSize(node.span, (), sp.expand(sp.Mul(*a.shape)))
+            if op == "delta":
+                return CSize(node.span, (), sp.Integer(a.rank))
             raise self.err(ShapeError, f"{fn.text} has no monadic meaning", fn)
         a, b = args
         if op in BINARY:
