@@ -98,3 +98,26 @@ def test_classic_names_compile(target):
 def test_classic_names_are_monadic():
     with pytest.raises(moac.MoacError, match="has no dyadic meaning|monadic"):
         moac.parse("size n\ninput x : f32 ⟨n⟩\ny = x τ x\noutput y\n", "m.moa").dnf()
+
+
+# --------------------------------------------------------------------------- vector take/drop (#11)
+
+@pytest.mark.parametrize("expr, want", [
+    ("⟨1 2⟩ ▽ A", lambda A: A[1:, 2:]),
+    ("⟨1⟩ ▽ A", lambda A: A[1:]),                          # a one-element vector acts like the scalar
+    ("⟨2 ¯1⟩ △ A", lambda A: A[:2, -1:]),
+    ("⟨¯2 3⟩ ▽ A", lambda A: A[:-2, 3:]),
+    ("⟨0 0⟩ △ A", lambda A: A[:0, :0]),
+])
+@pytest.mark.parametrize("target", ["c", "openmp"])
+def test_vector_counts_act_on_the_leading_axes(expr, want, target):
+    prog = moac.parse(f"size n, m\ninput A : f32 ⟨n m⟩\ny = {expr}\noutput y\n", "v.moa")
+    A = np.random.default_rng(1).standard_normal((4, 5)).astype(np.float32)
+    np.testing.assert_array_equal(prog.evaluate(A=A)["y"], want(A))
+    np.testing.assert_array_equal(prog.compile(target=target, werror=True)(A=A)["y"], want(A))
+
+
+def test_too_many_counts_is_a_positioned_error():
+    with pytest.raises(moac.ShapeError, match="3 counts for △ but the array has rank 2") as e:
+        moac.parse("size n, m\ninput A : f32 ⟨n m⟩\ny = ⟨1 1 1⟩ △ A\noutput y\n", "v.moa").dnf()
+    assert e.value.span.line == 3

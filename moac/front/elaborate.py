@@ -179,26 +179,53 @@ class Elab:
                 shape[p] = a.shape[k]
             return CTranspose(node.span, tuple(shape), perm, a)
         if op in ("take", "drop"):
-            k = self.static_int(left, scope)
-            if a.rank == 0:
-                raise self.err(ShapeError, f"{fn.text} needs an array of rank ≥ 1", right)
-            n = a.shape[0]
-            sym = STRUCTURAL[op].symbol
-            bad = sp.Gt(sp.Abs(k), n)
-            if provably(bad):
-                raise self.err(ShapeError, f"{sym} count {k} is larger than the axis length {n}", left)
-            if not provably(sp.Le(sp.Abs(k), n)):
-                self.constraints.append(Constraint(sp.Le(sp.Abs(k), n),
-                                                   f"{sym} count |{k}| must not exceed {n}", left.span))
-            if k.is_nonnegative:
-                length = k if op == "take" else n - k
-            elif k.is_nonpositive:
-                length = -k if op == "take" else n + k
-            else:
-                raise self.err(ShapeError, f"the sign of the {sym} count {k} must be known", left)
-            cls = CTake if op == "take" else CDrop
-            return cls(node.span, (length,) + a.shape[1:], k, a)
+            core = self.expr(left, scope)
+            if core.rank == 1:                    # a vector count: one count per leading axis
+                counts = self.core_static_vector(core)
+                if counts is None:
+                    raise self.err(ShapeError, f"the counts of {STRUCTURAL[op].symbol} must be a static vector "
+                                   f"(numbers and sizes), got {self.text(left)!r}", left)
+                if len(counts) > a.rank:
+                    raise self.err(ShapeError, f"{len(counts)} counts for {STRUCTURAL[op].symbol} but the array has "
+                                   f"rank {a.rank}", left)
+                return self.take_drop_axes(op, counts, a, fn, left, right, node)
+            return self.take_drop(op, self.static_int(left, scope), a, fn, left, right, node)
         raise AssertionError(op)  # pragma: no cover
+
+    def take_drop_axes(self, op, counts: tuple, a: Core, fn, left, right, node) -> Core:
+        """⟨k0 k1 …⟩ △ A: k_j taken along axis j, as MoA defines the vector take (and ▽).
+        Axis j is brought to the front with a transpose, cut, and put back; the transposes
+        vanish in the ψ-reduction, so the DNF reads A at shifted indices only."""
+        for j, k in enumerate(counts):
+            if j == 0:
+                a = self.take_drop(op, k, a, fn, left, right, node)
+                continue
+            perm = (j,) + tuple(x for x in range(a.rank) if x != j)        # axis j first
+            front = CTranspose(node.span, tuple(a.shape[p] for p in perm), _inverse(perm), a)
+            cut = self.take_drop(op, k, front, fn, left, right, node)
+            a = CTranspose(node.span, tuple(cut.shape[p] for p in _inverse(perm)), perm, cut)
+        return a
+
+    def take_drop(self, op, k, a: Core, fn, left, right, node) -> Core:
+        """k △ A or k ▽ A along axis 0, a scalar count k (negative: from the end)."""
+        if a.rank == 0:
+            raise self.err(ShapeError, f"{fn.text} needs an array of rank ≥ 1", right)
+        n = a.shape[0]
+        sym = STRUCTURAL[op].symbol
+        bad = sp.Gt(sp.Abs(k), n)
+        if provably(bad):
+            raise self.err(ShapeError, f"{sym} count {k} is larger than the axis length {n}", left)
+        if not provably(sp.Le(sp.Abs(k), n)):
+            self.constraints.append(Constraint(sp.Le(sp.Abs(k), n),
+                                               f"{sym} count |{k}| must not exceed {n}", left.span))
+        if k.is_nonnegative:
+            length = k if op == "take" else n - k
+        elif k.is_nonpositive:
+            length = -k if op == "take" else n + k
+        else:
+            raise self.err(ShapeError, f"the sign of the {sym} count {k} must be known", left)
+        cls = CTake if op == "take" else CDrop
+        return cls(node.span, (length,) + a.shape[1:], k, a)
 
     def psi(self, idx: tuple, a: Core, node, idx_node) -> Core:
         if len(idx) > a.rank:
@@ -376,3 +403,9 @@ class Elab:
             return value
         return CNamed(span, value.shape, name, value)
 
+
+def _inverse(perm: tuple) -> tuple:
+    out = [0] * len(perm)
+    for i, p in enumerate(perm):
+        out[p] = i
+    return tuple(out)
