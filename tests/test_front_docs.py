@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import sympy as sp
 
 import moac
 from conftest import ROOT, check_dnf
@@ -41,6 +42,13 @@ def test_the_doc_has_examples():
 def test_doc_program_dnf_matches_interpreter(body, line):
     prog = moac.parse(body, "example.moa")
     sizes = {s.name: v for s, v in zip(prog.core.sizes, SIZE_VALUES)}
+    for c in prog.core.constraints:                 # sizes that unify: satisfy the equalities
+        if isinstance(c.cond, sp.Equality):
+            lhs, rhs = c.cond.args
+            sym = rhs if isinstance(rhs, sp.Symbol) else lhs
+            other = lhs if sym is rhs else rhs
+            sizes[sym.name] = int(other.subs({sp.Symbol(k, integer=True, nonnegative=True): v
+                                              for k, v in sizes.items()}))
     for seed in (0, 1):
         check_dnf(prog, sizes, seed=seed)
 

@@ -38,8 +38,8 @@ CASES = {
     "redefinition": (
         V + "x = x + 1\n", moac.NameError_, "'x' is already defined (line 2)", 6, 1),
     "elementwise-shape-mismatch": (
-        V + "z = x + y\noutput z", moac.ShapeError,
-        "+ needs operands of equal shape or a scalar; got ⟨n⟩ and ⟨m⟩", 6, 5),
+        V + "z = x + 1 ▽ x\noutput z", moac.ShapeError,
+        "+ needs operands of equal shape or a scalar; got ⟨n⟩ and ⟨(n - 1)⟩", 6, 5),
     "elementwise-mismatch-inner-position": (
         V + "z = 2 × A − B\noutput z", moac.ShapeError,
         "− needs operands of equal shape or a scalar; got ⟨n m⟩ and ⟨m n⟩", 6, 9),
@@ -127,7 +127,7 @@ def test_error_message_and_position(case):
 
 def test_caret_spans_the_offending_expression():
     with pytest.raises(moac.ShapeError) as info:
-        moac.parse(V + "z = x + y\noutput z", "bad.moa")
+        moac.parse(V + "z = A + B\noutput z", "bad.moa")      # ⟨n m⟩ and ⟨m n⟩: a transpose left out
     assert info.value.render().splitlines()[2] == "        ^~~~~"
 
 

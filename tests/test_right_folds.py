@@ -121,3 +121,41 @@ def test_too_many_counts_is_a_positioned_error():
     with pytest.raises(moac.ShapeError, match="3 counts for △ but the array has rank 2") as e:
         moac.parse("size n, m\ninput A : f32 ⟨n m⟩\ny = ⟨1 1 1⟩ △ A\noutput y\n", "v.moa").dnf()
     assert e.value.span.line == 3
+
+
+# --------------------------------------------------------------------------- sizes that unify (#11)
+
+UNIFY = "size p, q, r\ninput X : f32 ⟨p q⟩\ninput Y : f32 ⟨r 5⟩\nZ = X × Y\noutput Z\n"
+
+
+def test_sizes_that_unify_compile_with_their_equalities():
+    prog = moac.parse(UNIFY, "u.moa")
+    text = str(prog.dnf())
+    assert "require p = r    -- × pairs axis 0 of X (p) with axis 0 of Y (r): they must be equal" in text
+    assert "require q = 5" in text
+    X, Y = np.ones((3, 5), np.float32), np.full((3, 5), 2.0, np.float32)
+    for target in ("c", "openmp"):
+        np.testing.assert_array_equal(prog.compile(target=target)(X=X, Y=Y)["Z"], X * Y)
+    np.testing.assert_array_equal(prog.evaluate(X=X, Y=Y)["Z"], X * Y)
+
+
+@pytest.mark.parametrize("shapes, why", [(((3, 5), (4, 5)), "p = 3, r = 4"), (((3, 4), (3, 5)), "q = 4")])
+def test_a_failed_equality_is_a_positioned_error_naming_both_operands(shapes, why):
+    prog = moac.parse(UNIFY, "u.moa")
+    kern = prog.compile(target="c")
+    X, Y = np.ones(shapes[0], np.float32), np.ones(shapes[1], np.float32)
+    for call in (lambda: kern(X=X, Y=Y), lambda: prog.evaluate(X=X, Y=Y)):
+        with pytest.raises(moac.ArgumentError) as e:
+            call()
+        text = e.value.render()
+        assert text.startswith("u.moa:4:5: error: × pairs axis") and "of X" in text and "of Y" in text and why in text
+
+
+@pytest.mark.parametrize("decl, expr, msg", [
+    ("input x : f32 ⟨n⟩", "x + 1 ▽ x", "got ⟨n⟩ and ⟨(n - 1)⟩"),                 # known to differ
+    ("input A : f32 ⟨n m⟩\ninput B : f32 ⟨m n⟩", "A + B", "got ⟨n m⟩ and ⟨m n⟩"),  # a transpose left out
+    ("input A : f32 ⟨4 m⟩\ninput B : f32 ⟨5 m⟩", "A + B", "got ⟨4 m⟩ and ⟨5 m⟩"),
+])
+def test_extents_known_to_differ_stay_compile_time_errors(decl, expr, msg):
+    with pytest.raises(moac.ShapeError, match=msg.replace("(", r"\(").replace(")", r"\)")):
+        moac.parse(f"size n, m\n{decl}\nz = {expr}\noutput z\n", "d.moa")

@@ -192,6 +192,33 @@ class Elab:
             return self.take_drop(op, self.static_int(left, scope), a, fn, left, right, node)
         raise AssertionError(op)  # pragma: no cover
 
+    def unify(self, fn, a: Core, b: Core, arg_nodes, node) -> bool:
+        """Shapes of equal rank whose extents may be equal (different size names, or a
+        size and a number): True, with each equality that is not provable recorded as a
+        constraint the kernel checks when it is called (a `require` line in the dumps).
+        False if an extent pair is known to differ (4 and 5, n and n + 1), or if one shape
+        is a reordering of the other (⟨n m⟩ against ⟨m n⟩: a transpose left out, not sizes
+        meant to be equal): those stay errors here."""
+        if a.rank != b.rank:
+            return False
+        key = sp.default_sort_key
+        if sorted(map(sp.sympify, a.shape), key=key) == sorted(map(sp.sympify, b.shape), key=key):
+            return False
+        pending = []
+        for k, (x, y) in enumerate(zip(a.shape, b.shape)):
+            d = sp.expand(sp.sympify(x) - sp.sympify(y))
+            if d == 0:
+                continue
+            if d.is_number or provably(sp.Ne(x, y)):
+                return False
+            pending.append((k, x, y))
+        lt, rt = (self.text(n) for n in arg_nodes)
+        for k, x, y in pending:
+            self.constraints.append(Constraint(sp.Eq(x, y), f"{fn.text} pairs axis {k} of {lt} ({show_expr(x)}) "
+                                               f"with axis {k} of {rt} ({show_expr(y)}): they must be equal",
+                                               node.span))
+        return True
+
     def take_drop_axes(self, op, counts: tuple, a: Core, fn, left, right, node) -> Core:
         """⟨k0 k1 …⟩ △ A: k_j taken along axis j, as MoA defines the vector take (and ▽).
         Axis j is brought to the front with a transpose, cut, and put back; the transposes
@@ -311,7 +338,7 @@ class Elab:
         if op in BINARY:
             if a.rank == 0:
                 shape = b.shape
-            elif b.rank == 0 or same_shape(a.shape, b.shape):
+            elif b.rank == 0 or same_shape(a.shape, b.shape) or self.unify(fn, a, b, arg_nodes, node):
                 shape = a.shape
             else:
                 raise self.err(ShapeError, f"{fn.text} needs operands of equal shape or a scalar; got "
