@@ -41,7 +41,7 @@ SPELL = {
     "outer": ("∘", "outer"), "red": ("red",), "assign": ("=", "←"),
 }
 ELEMENTWISE = ("add", "sub", "mul", "max", "min")
-REDUCERS = ("add", "mul", "max", "min")
+REDUCERS = ("add", "sub", "mul", "max", "min")   # − red: the right fold (an alternating sum)
 
 USER_FNS = {
     "sq": "fn sq v { v × v }",
