@@ -104,6 +104,7 @@ STRUCTURAL: dict[str, Structural] = {p.name: p for p in (
     Structural("iota", "IOTA", "ι", monadic_only=True),
     Structural("gamma", "GAMMA", "γ", static_left=True),
     Structural("gammacol", "GAMMACOL", "γcol", static_left=True),
+    Structural("gammainv", "GAMMAINV", "γ′", static_left=True),   # inverse offset: the index of an offset
     Structural("transpose", "TRANSPOSE", "⍉", static_left=True),
     Structural("take", "TAKE", "△", static_left=True),
     Structural("drop", "DROP", "▽", static_left=True),

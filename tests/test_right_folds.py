@@ -159,3 +159,25 @@ def test_a_failed_equality_is_a_positioned_error_naming_both_operands(shapes, wh
 def test_extents_known_to_differ_stay_compile_time_errors(decl, expr, msg):
     with pytest.raises(moac.ShapeError, match=msg.replace("(", r"\(").replace(")", r"\)")):
         moac.parse(f"size n, m\n{decl}\nz = {expr}\noutput z\n", "d.moa")
+
+
+# --------------------------------------------------------------------------- γ′ (#11)
+
+@pytest.mark.parametrize("off, shape", [(0, (2, 3, 4)), (7, (2, 3, 4)), (23, (2, 3, 4)), (5, (6,)), (11, (3, 4))])
+def test_inverse_gamma_unravels_row_major(off, shape):
+    vec = "⟨" + " ".join(map(str, shape)) + "⟩"
+    prog = moac.parse(f"size n\ninput x : f32 ⟨n⟩\ni = {off} γ′ {vec}\nb = ({off} γ′ {vec}) γ {vec}\noutput i, b\n", "g.moa")
+    r = prog.evaluate(x=np.zeros(1, np.float32))
+    np.testing.assert_array_equal(r["i"], np.unravel_index(off, shape))
+    assert float(r["b"]) == off
+    got = prog.compile(target="c", werror=True)(x=np.zeros(1, np.float32))
+    np.testing.assert_array_equal(got["i"], np.unravel_index(off, shape))
+
+
+def test_inverse_gamma_ascii_and_bounds():
+    a = moac.parse("size n\ninput x : f32 ⟨n⟩\nix = 7 gammainv <2 3 4>\noutput ix\n", "a.moa").dnf()
+    assert "(0 if i = 0 else (1 if i = 1 else 3))" in str(a)
+    with pytest.raises(moac.ShapeError, match="γ′ offset 30 is outside 0 ≤ o < 24"):
+        moac.parse("size n\ninput x : f32 ⟨n⟩\ni = 30 γ′ ⟨2 3 4⟩\noutput i\n", "b.moa")
+    text = str(moac.parse("size n\ninput x : f32 ⟨n⟩\ni = n γ′ ⟨n 3⟩\noutput i\n", "c.moa").dnf())
+    assert "require n < 3·n    -- γ′ offset n must lie in [0, 3·n)" in text

@@ -158,6 +158,24 @@ class Elab:
             for k in order:
                 off = off * shp[k] + idx[k]
             return CSize(node.span, (), sp.expand(off))
+        if op == "gammainv":                     # o γ′ s: the row-major index whose γ is o
+            off = self.static_int(left, scope)
+            shp = self.static_vector(right, scope, "the shape of γ′")
+            if not shp:
+                raise self.err(ShapeError, "γ′ needs a shape of length ≥ 1", right)
+            total = sp.Mul(*shp)
+            inside = sp.And(sp.Ge(off, 0), sp.Lt(off, total))
+            if provably(sp.Not(inside)):
+                raise self.err(ShapeError, f"γ′ offset {show_expr(off)} is outside 0 ≤ o < {show_expr(total)}", left)
+            if not provably(inside):
+                self.constraints.append(Constraint(inside, f"γ′ offset {show_expr(off)} must lie in "
+                                                   f"[0, {show_expr(total)})", left.span))
+            comps, rest = [], off
+            for k in reversed(range(len(shp))):
+                comps.append(sp.Mod(rest, shp[k]) if k > 0 else rest)
+                rest = sp.floor(rest / shp[k])
+            return CVec(node.span, (sp.Integer(len(shp)),),
+                        tuple(CSize(node.span, (), sp.expand(c)) for c in reversed(comps)))
         if op == "psi":
             idx = self.static_vector(left, scope, "a ψ index")
             return self.psi(idx, a, node, left)

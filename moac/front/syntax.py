@@ -254,6 +254,7 @@ KEYWORDS = {
     "drop": "DROP", "reverse": "REVERSE", "rev": "REVERSE", "cat": "CAT", "red": "RED",
     "omega": "OMEGA", "outer": "OUTER", "f32": "DTYPE", "f64": "DTYPE", "f16": "DTYPE",
     "bf16": "DTYPE", "rav": "RAV", "tau": "TAU", "dim": "DELTA",
+    "gammainv": "GAMMAINV",
 }
 
 _FN_DEF = re.compile(r"^[ \t]*fn[ \t]+([A-Za-z_][A-Za-z_0-9]*)", re.M)
