@@ -211,3 +211,15 @@ def test_cc_and_moac_cflags_reach_the_build(monkeypatch):
     monkeypatch.setenv("CC", "no-such-cc-for-moac")
     with pytest.raises(moac.BuildError, match="no-such-cc-for-moac"):
         moac.parse(src, "flags2.moa").compile(target="c")
+
+
+def test_objects_show_themselves_in_one_short_line():
+    import moac
+    from test_back_common import example
+    prog = example("decode")
+    kern = prog.compile(target="c")
+    for obj, start in ((kern, "<moac.Kernel moac_decode target c: q: input"), (prog.onf(), "<moac ONF of "),
+                       (prog.dnf(), "<moac DNF of ")):
+        r = repr(obj)
+        assert r.startswith(start) and "\n" not in r and len(r) < 400, r
+    assert str(prog.onf()).startswith("-- ONF of")             # str() is still the dump

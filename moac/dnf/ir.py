@@ -76,6 +76,11 @@ class DNF:
     stmts: tuple
     trace: tuple
 
+    def __repr__(self) -> str:        # the dump is str(); this is one line
+        outs = ", ".join(s.name for s in self.stmts if s.role != "temp")
+        return (f"<moac DNF of {self.program.source.filename}: {len(self.stmts)} statements "
+                f"({len(self.temps)} temporaries); outputs {outs}>")
+
     @property
     def temps(self):
         return tuple(s for s in self.stmts if s.role == "temp")

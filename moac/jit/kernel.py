@@ -91,6 +91,12 @@ class Kernel:
             self._ws_bytes = getattr(self._lib, f"{self.signature.fname}_workspace_bytes")
             self._ws = threading.local()
 
+    def __repr__(self) -> str:
+        params = ", ".join(f"{p.name}: {p.kind}" for p in self.signature.params)
+        fixed = " ".join(f"{k}={v}" for k, v in self.onf.fixed.items())
+        return (f"<moac.Kernel {self.signature.fname} target {self.onf.target}"
+                + (f", fixed {fixed}" if fixed else "") + f": {params}; {self.library.name}>")
+
     def _workspace(self, size_args: list):
         """A pointer to at least the scratch these sizes need, 64-byte aligned: this
         thread's buffer, grown when too small (calls from several threads never share one)."""

@@ -23,6 +23,11 @@ class ONF:
     counts: Counts
     mapping: str = "auto"
 
+    def __repr__(self) -> str:        # the dump is str(); this is one line
+        kernels = ", ".join(k.name for k in self.schedule.kernels)
+        return (f"<moac ONF of {self.schedule.dnf.program.source.filename}: target {self.target}, plan "
+                f"{self.plan.split(' (')[0]}, kernels {kernels}; traffic {self.traffic}>")
+
     def __str__(self) -> str:
         return format_onf(self)
 
