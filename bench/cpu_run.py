@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import moac  # noqa: E402
+from moac import dtypes  # noqa: E402
 
 D = {"dk": 128, "dv": 128}
 GQA = {**D, "hq": 32, "hkv": 8}
@@ -81,11 +82,6 @@ def read_ceiling():
     def run(buf: np.ndarray):
         return lib.moac_bench_read(ffi.cast("const float *", buf.ctypes.data), buf.size)
     return run
-
-
-def bf16_bits(x: np.ndarray) -> np.ndarray:
-    from moac import dtypes
-    return dtypes.bf16_bits(x)
 
 
 def widen_bf16(bits: np.ndarray) -> np.ndarray:
@@ -163,7 +159,7 @@ def main() -> int:
         K4 = rng.standard_normal((B, hkv, n, d), dtype=np.float32)
         V4 = rng.standard_normal((B, hkv, n, d), dtype=np.float32)
         if kv == "bf16":
-            Kb, Vb = bf16_bits(K4), bf16_bits(V4)
+            Kb, Vb = dtypes.bf16_bits(K4), dtypes.bf16_bits(V4)
             K4, V4 = widen_bf16(Kb), widen_bf16(Vb)             # the values the kernels see
         ref = attention(Q4.astype(np.float64), K4.astype(np.float64), V4.astype(np.float64))
         kv_bytes = 2 * B * hkv * n * d * (2 if kv == "bf16" else 4)

@@ -87,7 +87,7 @@ def options(args, sizes: dict) -> dict:
 
 
 def check_command(prog, args, sizes: dict) -> int:
-    kern = prog.compile(cc=getattr(args, "cc", None), **options(args, sizes))
+    kern = prog.compile(cc=args.cc, **options(args, sizes))
     ctype = kern.signature.ctype
     arrays, all_sizes = random_inputs(prog, sizes, args.seed)
     try:

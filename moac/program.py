@@ -103,12 +103,11 @@ def load(path: str | Path) -> Program:
 
 def from_bytes(data: bytes, filename: str) -> Program:
     """A program from the bytes of a source file (UTF-8; a bad byte is a positioned error)."""
-    path = filename
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[:e.start].count(b"\n") + 1
         col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
         raise ParseError(f"the file is not valid UTF-8 (byte 0x{data[e.start]:02x})", Span(line, col, line, col),
-                         Source(data.decode("utf-8", "replace"), str(path))) from None
-    return Program(text, str(path))
+                         Source(data.decode("utf-8", "replace"), filename)) from None
+    return Program(text, filename)

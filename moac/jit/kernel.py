@@ -212,6 +212,8 @@ class Kernel:
 
     def _outputs_given(self, out: dict, sizes: dict, arrays: dict) -> dict:
         """The numpy views of the `out=` arrays, checked before any C runs."""
+        if not out:
+            return {}
         names = [p.name for p in self.signature.params if p.kind == "output"]
         extra = set(out) - set(names)
         if extra:

@@ -22,7 +22,7 @@ from ..monoids import lse_fold_lanes
 from . import generic
 from .generic import VECTOR, gang_nest, outer_reductions
 from .softmax_match import SoftmaxContraction, match_softmax
-from .split_k_passes import exp_sum, max_init, midx, scores, weighted_sum
+from .split_k_passes import exp_sum, max_init, midx, scores, seq_over, weighted_sum
 
 COMBINE_REGS = 8     # outputs of the last axis per combine gang (d = 8·db + r)
 
@@ -182,8 +182,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
             st = Store(at.out.name, out_idx, tuple(at.out.vars), value)
             stores.append(st if cond is True else Guard(cond, (st,)))
         body4: tuple = fold + tuple(stores)
-        for x, n in reversed(list(zip(rest[:-1], rest_ext[:-1]))):
-            body4 = (Loop(x, n, "seq", body4, note=f"DNF axis {x.name} < {fmt_index(n)}"),)
+        body4 = seq_over(rest[:-1], rest_ext[:-1], body4)
         loops2.append((db, sp.ceiling(n_last / R), f"lifted output axis {last.name}: ⟨{fmt_index(n_last)}⟩ → "
                        f"⟨⌈{fmt_index(n_last)}/{R}⌉ {R}⟩, {last.name} = {R}·db + r", sp.Integer(0), n_last / R))
         ctx.lifts.append(Lift(last.name, n_last, R, "db", "r", guarded,

@@ -46,6 +46,13 @@ def prefetches(ctx, body, l, lane, lane_ext, tok0, U: int) -> tuple:
     return tuple(out)
 
 
+def seq_over(axes: list, exts: tuple, body: tuple) -> tuple:
+    """`body` inside sequential loops over the DNF axes (outermost first)."""
+    for x, n in reversed(list(zip(axes, exts))):
+        body = (Loop(x, n, "seq", body, note=f"DNF axis {x.name} < {fmt_index(n)}"),)
+    return body
+
+
 def _stages(sub: dict) -> tuple:
     """A group-member substitution in its two stages: floors and mods first, then symbols."""
     return ({k: x for k, x in sub.items() if not isinstance(k, sp.Symbol)},
@@ -78,8 +85,9 @@ def scores(ctx, names, E, ev, l, pidx: tuple, C, U: int, members: list, opts) ->
     M = len(members)
     g, c, cq, cn = internal("g"), internal("c"), internal("cq"), internal("cn")
     packed = None
+    reds = outer_reductions(E, [])
     if ev is not None:
-        red = outer_reductions(E, [])[0]
+        red = reds[0]
         pk = plan_packing(ctx, red.body, ev, red.extent, opts)
         if isinstance(pk, str):
             ctx.notes.append(f"score loads not packed: {pk}")
@@ -116,7 +124,6 @@ def scores(ctx, names, E, ev, l, pidx: tuple, C, U: int, members: list, opts) ->
         loops = [pre[1] for pre, _ in copies]
         if ev is None or not all(lp.var == loops[0].var and lp.extent == loops[0].extent for lp in loops):
             return None
-        reds = outer_reductions(E, [])
         if not reds or reds[0].op != "add":
             return None
         accs = tuple(pre[0].name for pre, _ in copies)
@@ -139,8 +146,7 @@ def scores(ctx, names, E, ev, l, pidx: tuple, C, U: int, members: list, opts) ->
         if body is None:
             U = 1                          # the unrolled copies are not emitted
         else:
-            red = outer_reductions(E, [])
-            pf = prefetches(ctx, msub(red[0].body, members[0]), l, ev, red[0].extent, decls[0].var, U) if red else ()
+            pf = prefetches(ctx, msub(red.body, members[0]), l, ev, red.extent, decls[0].var, U)   # jam needs ev
             main = Loop(cq, sp.floor(cn / U), "seq", tuple(decls) + pf + tuple(body), trip=C / U,
                         note=f"pass 1: tokens g·chunk + {U}·cq + u, u < {U}: scores and chunk maximum")
     copies = [one(l, mi, "sc" if M == 1 else f"sc_{mi}", {}) for mi in range(M)]
@@ -230,9 +236,7 @@ def weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members: list
         body = tuple(Let(acc(mi, r), Const(0.0)) for mi in range(M) for r in range(R)) + (inner,) + tuple(stores)
         body = (Loop(v, VECTOR, "vector", body, note=f"vector lanes: {last.name} = r·{VECTOR} + v for r < {R}",
                      trip=sp.Integer(VECTOR)),)
-        for x, n in reversed(list(zip(rest[:-1], rest_ext[:-1]))):
-            body = (Loop(x, n, "seq", body, note=f"DNF axis {x.name} < {fmt_index(n)}"),)
-        return body
+        return seq_over(rest[:-1], rest_ext[:-1], body)
     # general case: one accumulator per lane and member
     pre_w, wx = lower(W, names)
     pws = [read("@p", tuple(midx(x, m) for x in pidx)) for m in members]
@@ -322,9 +326,7 @@ def _packed_weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, membe
     body = tuple(Let(acc(mi, q), Const(0.0)) for mi in range(M) for q in range(R * w)) + inner + tuple(stores)
     body = (Loop(v, VECTOR, "vector", body, note=f"vector lanes: {last.name} = {lifted(w, R)}, k < {w}",
                  trip=sp.Integer(VECTOR)),)
-    for x, n in reversed(list(zip(rest[:-1], rest_ext[:-1]))):
-        body = (Loop(x, n, "seq", body, note=f"DNF axis {x.name} < {fmt_index(n)}"),)
-    return body
+    return seq_over(rest[:-1], rest_ext[:-1], body)
 
 
 def _simd_weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members: list, T: int = SIMD_TOKENS):
@@ -341,11 +343,8 @@ def _simd_weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members
     heads = [tuple(midx(f, m) for f in frame) + (g,) + tuple(rest[:-1]) for m in members]
 
     def over_rest(body: tuple, note: str) -> tuple:
-        body = (Loop(last, n_last, "vector", body, note=f"SIMD lanes over DNF axis {last.name} < "
-                     f"{fmt_index(n_last)}{note}", lanes=last),)
-        for x, n in reversed(list(zip(rest[:-1], rest_ext[:-1]))):
-            body = (Loop(x, n, "seq", body, note=f"DNF axis {x.name} < {fmt_index(n)}"),)
-        return body
+        return seq_over(rest[:-1], rest_ext[:-1], (Loop(last, n_last, "vector", body, note=f"SIMD lanes over DNF axis "
+                                                       f"{last.name} < {fmt_index(n_last)}{note}", lanes=last),))
 
     def tokens(toks: list, tags: list):
         """p of every member for these tokens, and the d loop adding their terms."""
