@@ -1,8 +1,27 @@
-"""moac: a symbolic compiler for the Mathematics of Arrays that emits C/OpenACC."""
+"""moac: a symbolic compiler for the Mathematics of Arrays that emits C/OpenACC.
+
+`import moac` is light: the compiler's stages (sympy, lark, jinja2, cffi) load on the first
+use of `moac.Program`, `moac.load` or `moac.parse`, so that `moac.gpu` and the command line's
+cached paths start fast.
+"""
 from .errors import (ArgumentError, BuildError, CheckError, MoacError, NameError_, ParseError,
                      RewriteError, ShapeError)
-from .program import Program, load, parse
 from .version import __version__
 
 __all__ = ["Program", "load", "parse", "MoacError", "ParseError", "ShapeError", "NameError_",
            "RewriteError", "BuildError", "ArgumentError", "CheckError", "__version__"]
+
+_LAZY = {"Program", "load", "parse"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from . import program
+        value = getattr(program, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'moac' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | _LAZY)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -39,16 +40,6 @@ def _sizes(pairs: list[str] | None, parser: argparse.ArgumentParser) -> dict:
     return out
 
 
-def _load(path: str, parser: argparse.ArgumentParser):
-    from .program import from_bytes, load
-    try:
-        return from_bytes(sys.stdin.buffer.read(), "<stdin>") if path == "-" else load(path)
-    except OSError as e:
-        parser.exit(2, f"moac: error: cannot read {path}: {e.strerror}\n")
-
-
-
-
 def _check_sizes(prog, sizes: dict, parser):
     known = set(prog.core.size_names())
     for k in sizes:
@@ -64,6 +55,13 @@ def main(argv: list[str] | None = None) -> int:
 
     def common(p, target=True):
         p.add_argument("file", help="MoA source file (- reads standard input)")
+        p.add_argument("-v", "--verbose", action="store_true",
+                       help="print each stage's time, the compiler commands and cache hits to stderr")
+        p.add_argument("--time", action="store_true", help="print each stage's time to stderr")
+        p.add_argument("--json", action="store_true",
+                       help="machine-readable output (dnf, onf, cost, check) and errors, as JSON (docs/cli.md)")
+        p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                       help="colour diagnostics (auto: when stderr is a terminal and NO_COLOR is unset)")
         p.add_argument("-D", dest="defs", action="append", metavar="NAME=VALUE",
                        help="fix a size at compile time (repeatable)")
         if target:
@@ -119,45 +117,34 @@ def main(argv: list[str] | None = None) -> int:
 
     args = ap.parse_args(argv)
     if args.cmd == "cache":
-        from .jit.build import cache_clear, cache_info
+        from .cache import cache_clear, cache_info
         try:
             print(cache_info() if args.action == "info" else cache_clear())
         except OSError as e:
             print(f"moac: error: {e.strerror or e}{': ' + e.filename if e.filename else ''}", file=sys.stderr)
             return 1
         return 0
+    from . import timing
+    if args.verbose or args.time:
+        timing.start()
     prog = None
     try:
-        prog = _load(args.file, ap)
-        sizes = _sizes(args.defs, ap)
-        _check_sizes(prog, sizes, ap)
-        if args.cmd == "dnf":
-            from .dnf import format_trace
-            d = prog.dnf()
-            if args.trace:
-                print(format_trace(d))
-                print()
-            print(_specialise_text(d, sizes))
-            return 0
-        if args.cmd == "onf":
-            from .commands import options
-            print(prog.onf(**options(args, sizes)))
-            return 0
-        if args.cmd == "compile":
-            from .commands import compile_command
-            return compile_command(prog, args, sizes)
-        if args.cmd == "cost":
-            from .cost import hardware_list, report
-            print(report(prog, sizes, hardware_list(args.hardware), args.layers, args.kv_dtype, args.tokens,
-                         args.target))
-            return 0
-        if args.cmd == "check":
-            from .commands import check_command
-            return check_command(prog, args, sizes)
+        try:
+            return _run(args, ap)
+        finally:
+            if args.verbose or args.time:
+                log = timing.take()
+                if not args.verbose:
+                    log = [(n, t) for n, t in log if t is not None]
+                print(timing.render(log), file=sys.stderr)
     except MoacError as e:
+        prog = getattr(e, "_program", None)
         if prog is not None and e.source is None:
             e.source = prog.source
-        print(e.render(), file=sys.stderr)
+        if args.json:
+            print(json.dumps({"schema": 1, "error": e.to_json()}, ensure_ascii=False, indent=2), file=sys.stderr)
+        else:
+            print(e.render(color=_color(args.color)), file=sys.stderr)
         return 1
     except BrokenPipeError:           # the reader went away (`moac onf … | head`): not an error
         try:
@@ -176,6 +163,114 @@ def main(argv: list[str] | None = None) -> int:
               "This is a bug in moac; set MOAC_TRACEBACK=1 for the Python traceback and report it.",
               file=sys.stderr)
         return 3
+
+
+def _color(choice: str) -> bool:
+    if choice != "auto":
+        return choice == "always"
+    return (not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+            and hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
+
+
+def _read(path: str, parser: argparse.ArgumentParser) -> bytes:
+    from .timing import stage
+    try:
+        with stage("read"):
+            return sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()
+    except OSError as e:
+        parser.exit(2, f"moac: error: cannot read {path}: {e.strerror}\n")
+
+
+def _output_key(args, data: bytes, sizes: dict) -> tuple:
+    """What `moac compile`'s C depends on besides moac itself: the source's bytes and name,
+    every option, and the MOAC_* settings that reach the code generator."""
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("MOAC_")
+                       and k not in ("MOAC_CACHE_DIR", "MOAC_NO_CACHE", "MOAC_TRACEBACK", "MOAC_NATIVE")))
+    opts = tuple(sorted((k, v) for k, v in vars(args).items()
+                        if k not in ("file", "out", "verbose", "time", "json", "color", "defs", "cmd")))
+    return ("compile", "<stdin>" if args.file == "-" else args.file, data, opts, tuple(sorted(sizes.items())), env)
+
+
+def _run(args, ap) -> int:
+    from . import timing
+    data = _read(args.file, ap)
+    sizes = _sizes(args.defs, ap)
+    cached = args.cmd == "compile" and args.offload == "none" and os.environ.get("MOAC_VERIFY") != "1"
+    if cached:
+        from . import cache
+        with timing.stage("output cache lookup"):
+            key = _output_key(args, data, sizes)
+            text = cache.get_text(key)
+        if text is not None:
+            timing.note("C from the output cache (same source, options and moac)")
+            _write_c(args.out, text)
+            return 0
+    with timing.stage("import the compiler"):
+        from .program import from_bytes
+    prog = from_bytes(data, "<stdin>" if args.file == "-" else args.file)
+    try:
+        return _command(prog, args, sizes, ap, key if cached else None)
+    except MoacError as e:
+        e._program = prog
+        raise
+
+
+def _write_c(out: str | None, src: str) -> None:
+    from .cache import write_atomic
+    if out and out != "-":
+        write_atomic(out, src)
+    else:                               # no -o, or -o -: standard output
+        sys.stdout.write(src)
+
+
+def _command(prog, args, sizes: dict, ap, key) -> int:
+    from . import timing
+    _check_sizes(prog, sizes, ap)
+    if args.cmd == "dnf":
+        from .dnf import format_trace
+        d = prog.dnf()
+        if args.json:
+            from . import as_json
+            print(json.dumps(as_json.dnf(prog, d, sizes, args.trace), ensure_ascii=False, indent=2))
+            return 0
+        if args.trace:
+            print(format_trace(d))
+            print()
+        print(_specialise_text(d, sizes))
+        return 0
+    if args.cmd == "onf":
+        from .commands import options
+        o = prog.onf(**options(args, sizes))
+        if args.json:
+            from . import as_json
+            print(json.dumps(as_json.onf(prog, o), ensure_ascii=False, indent=2))
+        else:
+            print(o)
+        return 0
+    if args.cmd == "compile":
+        from .commands import compile_command
+        src = compile_command(prog, args, sizes)
+        if src is None:                 # --offload: a bundle, written beside -o
+            return 0
+        _write_c(args.out, src)
+        if key is not None:
+            from . import cache
+            cache.put_text(key, src)
+            timing.note("C stored in the output cache")
+        return 0
+    if args.cmd == "cost":
+        from .cost import hardware_list, report
+        if args.json:
+            from . import as_json
+            print(json.dumps(as_json.cost(prog, sizes, hardware_list(args.hardware), args.layers, args.kv_dtype,
+                                          args.tokens, args.target), ensure_ascii=False, indent=2))
+        else:
+            print(report(prog, sizes, hardware_list(args.hardware), args.layers, args.kv_dtype, args.tokens,
+                         args.target))
+        return 0
+    if args.cmd == "check":
+        from .commands import check_command
+        return check_command(prog, args, sizes)
     return 0  # pragma: no cover
 
 

@@ -102,19 +102,34 @@ def check_command(prog, args, sizes: dict) -> int:
     from .targets import get_target
     where_run = " (run on this CPU: in-process builds of a device target disable offloading)" \
         if get_target(args.target).device_entry and get_target(args.target).host_only_flags else ""
-    print(f"check {prog.source.filename}: target {args.target}{where_run}, sizes {shown}, seed {args.seed}")
-    ok_all = True
+    results, ok_all = [], True
     for name in list(prog.outputs) + [u for u, _ in prog.core.updates]:
         max_abs, max_rel, ok, where, bound = compare(name, dtypes.as_float64(_decl(prog, name), got[name]), ref[name],
                                                      tol)
-        print(f"  {name}: max abs error {max_abs:.3e}, max rel error {max_rel:.3e} (tolerance {tol:.1e} "
-              f"relative to max(1, max|ref|): {bound:.1e} absolute; reduction length {L}) "
-              f"{'OK' if ok else 'MISMATCH at ' + str(where)}")
+        results.append({"name": name, "max_abs_error": _finite(max_abs), "max_rel_error": _finite(max_rel), "tolerance": tol,
+                        "absolute_bound": bound, "reduction_length": L, "ok": ok,
+                        "worst_index": list(where) if not ok else None})
         ok_all &= ok
+    if getattr(args, "json", False):
+        print(json.dumps({"schema": 1, "stage": "check", "file": prog.source.filename, "target": args.target,
+                          "run_on_host": bool(where_run), "sizes": all_sizes, "seed": args.seed, "ctype": ctype,
+                          "outputs": results, "ok": bool(ok_all)}, indent=2))
+        return 0 if ok_all else 1
+    print(f"check {prog.source.filename}: target {args.target}{where_run}, sizes {shown}, seed {args.seed}")
+    for r in results:
+        print(f"  {r['name']}: max abs error {float(r['max_abs_error']):.3e}, max rel error "
+              f"{float(r['max_rel_error']):.3e} "
+              f"(tolerance {tol:.1e} relative to max(1, max|ref|): {r['absolute_bound']:.1e} absolute; reduction "
+              f"length {L}) {'OK' if r['ok'] else 'MISMATCH at ' + str(tuple(r['worst_index']))}")
     if not ok_all:
         print("check FAILED", file=sys.stderr)
         return 1
     return 0
+
+
+def _finite(x: float):
+    """A float for JSON: inf and NaN (an error against a non-finite reference) as strings."""
+    return x if np.isfinite(x) else str(x)
 
 
 def _decl(prog, name: str) -> str:
@@ -122,27 +137,25 @@ def _decl(prog, name: str) -> str:
     return next((i.dtype for i in prog.inputs if i.name == name), "f64")
 
 
-def compile_command(prog, args, sizes: dict) -> int:
+def compile_command(prog, args, sizes: dict) -> str | None:
+    """The C source for these flags, or None with --offload, which writes the source and a
+    bundle beside -o itself."""
     from .jit.build import write_atomic
     from .options import Options
     from .targets import flags as target_flags
     art = prog.lower(Options.make(**options(args, sizes)))
     src = art.c_source
-    if args.offload != "none":
-        if not args.out or args.out == "-":
-            raise MoacError("--offload needs -o OUT.c (the bundle is written beside it)")
-        try:
-            target_flags(args.target, args.offload)
-        except ValueError as e:
-            raise MoacError(str(e)) from None
-        write_atomic(args.out, src)
-        bundle(art, args.offload, Path(args.out))
-        return 0
-    if args.out and args.out != "-":
-        write_atomic(args.out, src)
-    else:                               # no -o, or -o -: standard output
-        sys.stdout.write(src)
-    return 0
+    if args.offload == "none":
+        return src
+    if not args.out or args.out == "-":
+        raise MoacError("--offload needs -o OUT.c (the bundle is written beside it)")
+    try:
+        target_flags(args.target, args.offload)
+    except ValueError as e:
+        raise MoacError(str(e)) from None
+    write_atomic(args.out, src)
+    bundle(art, args.offload, Path(args.out))
+    return None
 
 
 def bundle(art, offload: str, out: Path) -> None:

@@ -48,6 +48,17 @@ def analyse(prog, sizes: dict, target: str = "openacc", token: str | None = "n",
     return Cost(onf, tok, values, onf.traffic, onf.minimum, onf.flops, kv, fpt)
 
 
+def storage_for(prog, kv_dtype: str | None, token: str) -> dict:
+    """--kv-dtype: every input whose shape has the token axis, stored as kv_dtype."""
+    if not kv_dtype:
+        return {}
+    tok_syms = {s for s in prog.core.sizes if s.name == token}
+    storage = {i.name: kv_dtype for i in prog.inputs if any(sp.sympify(e).free_symbols & tok_syms for e in i.shape)}
+    if not storage:
+        raise MoacError(f"--kv-dtype: no input has the token axis '{token}' in its shape")
+    return storage
+
+
 def _num(e, values):
     v = sp.sympify(e).xreplace(values or {})
     return float(v) if not v.free_symbols else None
@@ -63,13 +74,7 @@ def _fmt_bytes(b: float) -> str:
 def report(prog, sizes: dict, hardware: list, layers: int | None, kv_dtype: str | None, token: str = "n",
            target: str = "openacc") -> str:
     from .dnf import fmt_index
-    storage = {}
-    if kv_dtype:
-        tok_syms = {s for s in prog.core.sizes if s.name == token}
-        storage = {i.name: kv_dtype for i in prog.inputs
-                   if any(sp.sympify(e).free_symbols & tok_syms for e in i.shape)}
-        if not storage:
-            raise MoacError(f"--kv-dtype: no input has the token axis '{token}' in its shape")
+    storage = storage_for(prog, kv_dtype, token)
     c = analyse(prog, sizes, target, token, storage)
     v = c.values
     L = [f"cost of {prog.source.filename} (target {target}; plan: {c.onf.plan})"]

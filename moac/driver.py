@@ -17,6 +17,7 @@ from .schedule.counts import Counts, count
 from .schedule.ir import Schedule
 from .schedule.onf import ONF
 from .targets import get_target
+from .timing import stage
 
 PRINTERS = {"c": to_c, "cuda": to_cuda}     # a target's `printer` -> the function that writes its source
 
@@ -34,14 +35,18 @@ class Artifacts:
 
 def lower(dnf, opts: Options) -> Artifacts:
     target = get_target(opts.target)
-    sched = to_schedule(dnf, opts)              # stage 4: DNF passes, a plan -> Schedule
-    counts = count(sched)                        # traffic, flops, coalescing: pure functions of it
+    with stage("to_schedule (passes, plan)"):
+        sched = to_schedule(dnf, opts)          # stage 4: DNF passes, a plan -> Schedule
+    with stage("count (traffic, flops)"):
+        counts = count(sched)                    # traffic, flops, coalescing: pure functions of it
     if os.environ.get("MOAC_VERIFY") == "1":
         from .verify import verify_schedule
         verify_schedule(sched)
-    unit = to_cunit(sched, counts, target, opts.index_bits)   # stage 5a: Schedule -> C IR
+    with stage("to_cunit (C IR)"):
+        unit = to_cunit(sched, counts, target, opts.index_bits)   # stage 5a: Schedule -> C IR
     sig = signature(sched)
-    src = PRINTERS[target.printer](unit, sig, target)   # stage 5b: C IR -> C (or CUDA) text
+    with stage(f"to_{target.printer} (text)"):
+        src = PRINTERS[target.printer](unit, sig, target)   # stage 5b: C IR -> C (or CUDA) text
     if os.environ.get("MOAC_VERIFY") == "1":
         from .verify import verify_cunit
         verify_cunit(unit, tuple(p.cname for p in sig.params))

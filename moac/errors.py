@@ -69,21 +69,34 @@ class MoacError(Exception):
     def __str__(self) -> str:
         return self.render()
 
-    def render(self) -> str:
-        """`file:line:col: error: message`, the source line and a caret."""
+    def render(self, color: bool = False) -> str:
+        """`file:line:col: error: message`, the source line and a caret (with ANSI colours
+        when `color`: bold position, red kind, green caret, cyan notes, as gcc shows them)."""
+        bold, red, green, cyan, off = (("\033[1m", "\033[1;31m", "\033[1;32m", "\033[1;36m", "\033[0m")
+                                       if color else ("",) * 5)
         src = self.source
+        kind = f"{red}{self.kind}:{off}"
+        notes = [f"{cyan}note:{off} {n}" for n in self.notes]
         if self.span is None or src is None:
-            where = f"{src.filename}: " if src is not None else ""
-            head = f"{where}{self.kind}: {self.message}"
-            return "\n".join([head, *(f"note: {n}" for n in self.notes)])
+            where = f"{bold}{src.filename}:{off} " if src is not None else ""
+            return "\n".join([f"{where}{kind} {self.message}", *notes])
         sp = self.span
-        head = f"{src.filename}:{sp.line}:{sp.col}: {self.kind}: {self.message}"
+        head = f"{bold}{src.filename}:{sp.line}:{sp.col}:{off} {kind} {bold}{self.message}{off}"
         text = src.line(sp.line)
         width = (sp.end_col - sp.col + 1) if sp.end_line == sp.line else len(text) - sp.col + 1
-        caret = " " * (sp.col - 1) + "^" + "~" * max(0, width - 1)
-        lines = [head, f"    {text}", f"    {caret}"]
-        lines += [f"note: {n}" for n in self.notes]
-        return "\n".join(lines)
+        caret = " " * (sp.col - 1) + green + "^" + "~" * max(0, width - 1) + off
+        return "\n".join([head, f"    {text}", f"    {caret}", *notes])
+
+    def to_json(self) -> dict:
+        """The error as data (`moac … --json`): kind, class, message, file, the span (1-based,
+        inclusive) or null, the source line, the notes, and the text `render` prints."""
+        src, sp = self.source, self.span
+        return {"kind": self.kind, "class": type(self).__name__.rstrip("_"), "message": self.message,
+                "file": src.filename if src is not None else None,
+                "span": None if sp is None else {"line": sp.line, "col": sp.col, "end_line": sp.end_line,
+                                                 "end_col": sp.end_col},
+                "source_line": src.line(sp.line) if src is not None and sp is not None else None,
+                "notes": list(self.notes), "rendered": self.render()}
 
 
 class ParseError(MoacError):

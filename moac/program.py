@@ -12,6 +12,7 @@ import functools
 from pathlib import Path
 
 from . import dnf, driver
+from .timing import stage
 from .driver import Artifacts
 from .errors import MoacError, ParseError, Source, Span
 from .front import interp, lower, syntax
@@ -35,14 +36,16 @@ class Program:
     def __init__(self, text: str, filename: str = "<input>"):
         self.source = Source(text, filename)
         with _not_too_deep(self.source):
-            self.module = syntax.parse(text, filename, lower.prelude_fnames())          # stage 1: text -> AST
-            self.core = lower.to_core(self.module, self.source)     # stage 2: AST -> core + shapes
+            with stage("parse"):
+                self.module = syntax.parse(text, filename, lower.prelude_fnames())      # stage 1: text -> AST
+            with stage("to_core (names, shapes)"):
+                self.core = lower.to_core(self.module, self.source)     # stage 2: AST -> core + shapes
         self.artifacts: dict = {}                                   # Options -> Artifacts (stages 4-5)
         self.kernels: dict = {}                                     # (Options, build options) -> Kernel
 
     @functools.cached_property
     def _dnf(self) -> dnf.DNF:
-        with _not_too_deep(self.source):
+        with _not_too_deep(self.source), stage("to_dnf (ψ-reduction)"):
             return dnf.to_dnf(self.core)                            # stage 3: core -> DNF
 
     def dnf(self) -> dnf.DNF:

@@ -191,14 +191,19 @@ def test_cache_info_and_clear(tmp_path):
     import sys
     from test_back_common import ROOT
     env = dict(os.environ, MOAC_CACHE_DIR=str(tmp_path / "c"))
+    env.pop("MOAC_VERIFY")            # a verifying compile bypasses the output cache
     run = lambda *a: subprocess.run([sys.executable, "-m", "moac", *a], cwd=ROOT, env=env,   # noqa: E731
                                     capture_output=True, text=True)
-    assert run("cache", "info").stdout.strip() == f"cache {tmp_path / 'c'}: 0 libraries, 0 files, 0.0 MiB"
+    assert run("cache", "info").stdout.strip() == \
+        f"cache {tmp_path / 'c'}: 0 libraries, 0 compiled sources, 0 parser tables, 0 files, 0.0 MiB"
     (tmp_path / "c" / "keep.txt").write_text("not moac's")
     assert run("check", "examples/matmul.moa", "--target", "c").returncode == 0
     info = run("cache", "info").stdout
-    assert ": 1 libraries, 3 files" in info                  # the library, its source, its hash
-    assert run("cache", "clear").stdout.strip() == f"cache {tmp_path / 'c'}: removed 3 files"
+    # the library, its source, its hash, and the grammar's parser tables
+    assert ": 1 libraries, 0 compiled sources, 1 parser tables, 4 files" in info
+    assert run("compile", "examples/matmul.moa", "-o", str(tmp_path / "m.c")).returncode == 0
+    assert ": 1 libraries, 1 compiled sources, 1 parser tables, 5 files" in run("cache", "info").stdout
+    assert run("cache", "clear").stdout.strip() == f"cache {tmp_path / 'c'}: removed 5 files"
     assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["keep.txt"]
 
 

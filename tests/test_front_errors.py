@@ -160,7 +160,9 @@ def test_error_inside_a_prelude_function_says_where_it_was_applied():
         moac.parse(V + "z = softmax A\noutput z", "bad.moa")
     e = info.value
     assert e.source.filename == "<prelude>"
-    assert e.notes == ("in 'softmax' applied at bad.moa:6:5",)
+    assert e.notes == ("in 'softmax' applied at bad.moa:6:5",
+                       "the prelude's 'softmax' works along axis 0 of a vector; for each row of a rank-2 array "
+                       "apply it to the cells with Ω: `softmax Ω⟨1⟩ A`")
 
 
 @pytest.mark.parametrize("src", ["", "-- only a comment\n", "size n\ninput x : f32 ⟨n⟩\n"])

@@ -436,6 +436,10 @@ class Elab:
         except MoacError as e:
             if fsource is not self.source and not e.notes:
                 e.notes = (f"in '{name}' applied at {self.source.filename}:{node.span.line}:{node.span.col}",)
+                if fsource.filename == "<prelude>" and len(args) == 1 and args[0].rank >= 2:
+                    e.notes += (f"the prelude's '{name}' works along axis 0 of a vector; for each row of a "
+                                f"rank-{args[0].rank} array apply it to the cells with Ω: `{name} Ω⟨1⟩ "
+                                f"{(saved or self.source).excerpt(arg_nodes[0].span)}`",)
             raise
         finally:
             self.call_stack.pop()

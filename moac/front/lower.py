@@ -7,6 +7,8 @@ module defines its own of the same name.
 """
 from __future__ import annotations
 
+import re
+
 from importlib import resources
 from pathlib import Path
 
@@ -82,7 +84,14 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
                         raise el.err(NameError_, f"'{size.id}' is not a declared size", size)
                     hints[size.id] = var.id
             case S.InputDecl(name=nm, dtype=dt, shape=vec):
-                shape = el.static_vector(vec, glob, "an input's shape")
+                try:
+                    shape = el.static_vector(vec, glob, "an input's shape")
+                except NameError_ as e:
+                    m = re.match(r"undefined name '(\w+)'", e.message)
+                    if m and not e.notes:
+                        e.notes = (f"an input's shape is made of sizes: declare it first with `size {m[1]}` "
+                                   f"(or add it to an existing `size` line)",)
+                    raise
                 used_sizes.update(s for e in shape for s in sp.sympify(e).free_symbols)
                 define(nm, "input")
                 glob.names[nm.id] = CInput(nm.span, tuple(shape), nm.id, dt)

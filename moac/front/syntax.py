@@ -5,8 +5,9 @@ dataclasses below straight from the parse tree, each node with its source span.
 """
 from __future__ import annotations
 
+import contextvars
+import hashlib
 import math
-
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -274,17 +275,33 @@ def grammar_text() -> str:
         return (Path(__file__).resolve().parents[2] / "grammar" / "moa.lark").read_text(encoding="utf-8")
 
 
-@cache
-def _parser(fnames: frozenset[str]) -> lark.Lark:
-    def retype(tok: lark.Token) -> lark.Token:
-        if tok.value in KEYWORDS:
-            return tok.update(type=KEYWORDS[tok.value])
-        if tok.value in fnames:
-            return tok.update(type="FNAME")
-        return tok
+_FNAMES: contextvars.ContextVar = contextvars.ContextVar("moac_fnames", default=frozenset())
 
-    return lark.Lark(grammar_text(), parser="lalr", lexer="basic", propagate_positions=True,
-                     lexer_callbacks={"NAME": retype}, maybe_placeholders=False)
+
+def _retype(tok: lark.Token) -> lark.Token:
+    """A NAME token that is a keyword, or a function this parse knows (the prelude's and the
+    source's own `fn` names, in `_FNAMES`), takes that token type."""
+    if tok.value in KEYWORDS:
+        return tok.update(type=KEYWORDS[tok.value])
+    if tok.value in _FNAMES.get():
+        return tok.update(type="FNAME")
+    return tok
+
+
+@cache
+def _parser() -> lark.Lark:
+    """The one LALR parser of the grammar; its tables are kept in moac's cache directory
+    (lark's cache, checked against the grammar's hash), so a new process loads them
+    instead of computing them."""
+    text = grammar_text()
+    try:
+        from ..cache import cache_dir
+        digest = hashlib.sha256((text + lark.__version__).encode()).hexdigest()[:24]
+        tables: str | bool = str(cache_dir() / f"moac_parser_{digest}.lark")
+    except OSError:                         # no writable cache directory: compute them
+        tables = False
+    return lark.Lark(text, parser="lalr", lexer="basic", propagate_positions=True,
+                     lexer_callbacks={"NAME": _retype}, maybe_placeholders=False, cache=tables)
 
 
 _EXPECT_WORDS = {
@@ -323,6 +340,25 @@ def _short(text: str) -> str:
     return text if len(text) <= 24 else f"{text[:10]}…{text[-6:]} ({len(text)} characters)"
 
 
+def _fixit_char(ch: str) -> tuple[str, ...]:
+    """A note for a character that newcomers from NumPy or APL reach for first."""
+    if ch == "@":
+        return ("a matrix or vector product is the inner product: `A +.× B` (ASCII `A +.* B`)",)
+    if ch == "[":
+        return ("MoA selects with ψ, not brackets: `⟨i⟩ ψ A` (ASCII `<i> psi A`); a whole row is `⟨i⟩ ψ A` "
+                "too, and `i take A` / `i drop A` cut prefixes",)
+    return ()
+
+
+def _fixit_token(tok, lines: list[str]) -> tuple[str, ...]:
+    """A note for a token where a first program commonly goes wrong."""
+    line = lines[tok.line - 1] if tok.line <= len(lines) else ""
+    if str(tok) in ("=", "←") and re.match(r"[ \t]*output\b", line):
+        name = line.split("output", 1)[1].split(str(tok), 1)[0].strip() or "out"
+        return (f"`output` names results defined elsewhere: write `{name} = …` on its own line, then `output {name}`",)
+    return ()
+
+
 def parse(text: str, filename: str = "<input>", extra_fnames: frozenset[str] = frozenset()) -> Module:
     """Parse one source file into a Module; raise ParseError with position on failure."""
     source = Source(text, filename)
@@ -332,13 +368,17 @@ def parse(text: str, filename: str = "<input>", extra_fnames: frozenset[str] = f
     assigned = set(_ASSIGNED.findall(text))
     fnames = defined_fnames(text) | (extra_fnames - assigned)
     try:
-        tree = _parser(fnames).parse(text if text.endswith("\n") else text + "\n")
+        token = _FNAMES.set(fnames)
+        try:
+            tree = _parser().parse(text if text.endswith("\n") else text + "\n")
+        finally:
+            _FNAMES.reset(token)
         return _ToAST().transform(tree)
     except lark.UnexpectedCharacters as e:
         span = Span(e.line, e.column, e.line, e.column)
         lines = source_lines(text)
         ch = lines[e.line - 1][e.column - 1] if e.line <= len(lines) and e.column <= len(lines[e.line - 1]) else "?"
-        raise ParseError(f"unexpected character {ch!r}", span, source) from None
+        raise ParseError(f"unexpected character {ch!r}", span, source, notes=_fixit_char(ch)) from None
     except lark.UnexpectedToken as e:
         tok = e.token
         if tok.type == "$END":
@@ -349,7 +389,7 @@ def parse(text: str, filename: str = "<input>", extra_fnames: frozenset[str] = f
         shown = "end of line" if tok.type == "_NL" else repr(str(tok))
         raise ParseError(f"unexpected {shown}; expected {_describe_expected(e.expected)}",
                          Span(tok.line, tok.column, tok.line, tok.column + max(0, len(str(tok).rstrip()) - 1)),
-                         source) from None
+                         source, notes=_fixit_token(tok, source_lines(text))) from None
     except lark.UnexpectedEOF as e:
         lines = source_lines(text.rstrip("\n")) or [""]
         raise ParseError(f"unexpected end of input; expected {_describe_expected(e.expected)}",

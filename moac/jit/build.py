@@ -17,44 +17,14 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from ..cache import cache_dir, write_atomic
 from ..errors import BuildError
+from ..timing import note, stage
 from ..targets import flags as target_flags
 from ..targets import get_target
 from .kernel import Kernel
 
 BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared")
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("MOAC_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "moac")
-    p = Path(root)
-    p.mkdir(parents=True, exist_ok=True)
-    return p
-
-
-def _entries(root: Path) -> list:
-    """The files moac made in a cache directory (never anything else that lives there)."""
-    return [p for p in root.iterdir() if p.is_file() and (p.name.startswith("moac_") or p.name.startswith(".moac_"))
-            and p.suffix in (".so", ".c", ".sha256")]
-
-
-def cache_info() -> str:
-    root = cache_dir()
-    files = _entries(root)
-    libs = [p for p in files if p.suffix == ".so" and not p.name.startswith(".")]
-    size = sum(p.stat().st_size for p in files)
-    return f"cache {root}: {len(libs)} libraries, {len(files)} files, {size / 2**20:.1f} MiB"
-
-
-def cache_clear() -> str:
-    """Remove the libraries and sources moac built (a library loaded in a running process
-    stays valid: the file is unlinked, not overwritten)."""
-    root = cache_dir()
-    files = _entries(root)
-    for p in files:
-        p.unlink(missing_ok=True)
-    return f"cache {root}: removed {len(files)} files"
 
 
 @functools.cache
@@ -90,32 +60,6 @@ def native_arch(cc: str) -> str:
     return " ".join(ln.split()[-1] for ln in r.stdout.splitlines() if ln.strip().startswith(("-march=", "-mtune=")))
 
 
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write a file so that a reader never sees it half-written: a temporary file renamed
-    over it.  A path that exists and is not a regular file (/dev/null, a FIFO, a terminal)
-    is written through, never replaced; a directory is refused."""
-    path = Path(path)
-    if path.is_dir():
-        raise IsADirectoryError(21, "is a directory", str(path))
-    if path.exists() and not path.is_file():
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-        return
-    if not (path.parent if str(path.parent) else Path(".")).is_dir():
-        raise FileNotFoundError(2, "no such directory", str(path.parent))
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _digest(path: Path) -> str | None:
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -147,6 +91,7 @@ def build_library(c_source: str, flags: list[str], cc: str = "gcc") -> Path:
     root = cache_dir()
     lib = root / f"moac_{key}.so"
     if lib.exists() and _verified(lib):
+        note(f"library from the cache: {lib}")
         return lib
     c_file = root / f"moac_{key}.c"
     try:
@@ -158,8 +103,10 @@ def build_library(c_source: str, flags: list[str], cc: str = "gcc") -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".moac_{key}.", suffix=".so", dir=root)
     os.close(fd)
     argv = [cc] + list(flags) + ["-o", tmp, str(c_file), "-lm"]
+    note(shlex.join(argv))
     try:
-        r = subprocess.run(argv, capture_output=True, text=True, check=False)
+        with stage(f"build ({Path(cc).name})"):
+            r = subprocess.run(argv, capture_output=True, text=True, check=False)
     except OSError as e:
         Path(tmp).unlink(missing_ok=True)
         raise BuildError(f"cannot run the C compiler {cc!r}: {e.strerror}", argv, "", str(c_file)) from None

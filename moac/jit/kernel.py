@@ -5,6 +5,7 @@ a call checks dtype, layout and shapes (moac.jit.binding, no sympy) before any C
 """
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,23 +90,20 @@ class Kernel:
         if self.signature.workspace:       # scratch from a per-thread buffer kept between calls
             self._fn = getattr(self._lib, f"{self.signature.fname}_with_workspace")
             self._ws_bytes = getattr(self._lib, f"{self.signature.fname}_workspace_bytes")
-            self._ws = threading.local()
+        self._ws = threading.local()
+        # the fast path of a call (see _fast_call): plain numpy inputs of the declared dtypes
+        self._fast_in = tuple((i.name, np.dtype(dtypes.NUMPY[i.dtype])) for i in prog.inputs)
+        self._fast_params = tuple((p.kind, p.name, None if p.kind == "size" else self._ffi.typeof(f"{p.ctype}[]"),
+                                   np.dtype(NP_DTYPE[p.ctype]) if p.kind == "output" else None)
+                                  for p in self.signature.params)
+        self._fast_ok = not self._updated          # in-place updates check overlaps on every call
+        self._plans: dict = {}                      # input shapes -> (sizes, output shapes, workspace bytes)
 
     def __repr__(self) -> str:
         params = ", ".join(f"{p.name}: {p.kind}" for p in self.signature.params)
         fixed = " ".join(f"{k}={v}" for k, v in self.onf.fixed.items())
         return (f"<moac.Kernel {self.signature.fname} target {self.onf.target}"
                 + (f", fixed {fixed}" if fixed else "") + f": {params}; {self.library.name}>")
-
-    def _workspace(self, size_args: list):
-        """A pointer to at least the scratch these sizes need, 64-byte aligned: this
-        thread's buffer, grown when too small (calls from several threads never share one)."""
-        need = int(self._ws_bytes(*size_args))
-        buf = getattr(self._ws, "buf", None)
-        if buf is None or buf.size < need + 64:
-            buf = self._ws.buf = np.empty(need + 64, np.uint8)
-        addr = buf.ctypes.data
-        return self._ffi.cast("void *", addr + (-addr) % 64)
 
     def _bind(self, args: dict) -> dict:
         """Check the arguments and bind every size (no sympy: see moac/jit/binding.py)."""
@@ -146,6 +144,77 @@ class Kernel:
                                         "(pass a copy)")
         return self._binding.bind(shapes, given)
 
+    def _fast_call(self, arrays: dict):
+        """A call whose inputs are C-contiguous numpy arrays of exactly the declared dtypes,
+        passed by name with nothing else, or None when this call is not one.  The sizes,
+        output shapes and workspace bytes of a set of input shapes are worked out once by
+        the full checks (`_bind`) and reused; what depends on the arrays themselves (dtype,
+        layout, alignment) is checked on every call."""
+        if len(arrays) != len(self._fast_in):
+            return None
+        shapes = []
+        for name, dt in self._fast_in:
+            a = arrays.get(name)
+            if type(a) is not np.ndarray or a.dtype != dt or not a.flags.c_contiguous:
+                return None
+            shapes.append(a.shape)
+        key = tuple(shapes)
+        plan = self._plans.get(key)
+        if plan is None:
+            sizes = self._bind(arrays)
+            outs = {name: tuple(int(x) for x in self._binding.output_shape(name, sizes))
+                    for kind, name, _, _ in self._fast_params if kind == "output"}
+            for name, shape in outs.items():
+                if math.prod(shape) > 2**62:
+                    return None                     # the full path says why it cannot allocate
+            ws = int(self._ws_bytes(*[sizes[p.name] for p in self.signature.params if p.kind == "size"])) \
+                if self.signature.workspace else 0
+            if len(self._plans) >= 256:
+                self._plans.clear()
+            plan = self._plans[key] = (sizes, outs, ws)
+        sizes, outs, ws = plan
+        from_buffer, result, args = self._ffi.from_buffer, {}, []
+        for kind, name, ctype, dtype in self._fast_params:
+            if kind == "output":
+                buf = result[name] = np.empty(outs[name], dtype)
+                args.append(from_buffer(ctype, buf))
+            elif kind == "size":
+                args.append(sizes[name])
+            else:
+                args.append(from_buffer(ctype, arrays[name]))
+        for name in self.aligned:
+            if arrays[name].__array_interface__["data"][0] % 8:
+                return None                         # the full path raises the message
+        if self.signature.workspace:
+            args.append(self._workspace_for(ws))
+        self._check_rc(self._fn(*args))
+        return result
+
+    def _workspace_for(self, need: int):
+        """This thread's scratch buffer (at least `need` bytes, 64-byte aligned), grown when
+        too small: calls from several threads never share one."""
+        buf = getattr(self._ws, "buf", None)
+        if buf is None or buf.size < need + 64:
+            buf = self._ws.buf = np.empty(need + 64, np.uint8)
+            addr = buf.ctypes.data
+            self._ws.ptr = self._ffi.cast("void *", addr + (-addr) % 64)
+        return self._ws.ptr
+
+    def _check_rc(self, rc: int) -> None:
+        if rc == 0:
+            return
+        if rc == 5:
+            raise DeviceError(f"{self.signature.fname}: the kernel runs on an NVIDIA GPU and this machine shows "
+                              "none (cudaGetDeviceCount); build a bundle with `moac compile --target cuda --offload "
+                              "nvptx -o OUT.cu` and run it where there is one")
+        if rc == 3:
+            raise ArgumentError("these sizes give a buffer of 2^31 elements or more, which a kernel built with "
+                                "32-bit indices cannot address; build it with index_bits=64 (--index-bits 64)")
+        if rc == 2:
+            raise ArgumentError(f"{', '.join(self.aligned)}: the kernel reads these inputs in packed 8-byte words, "
+                                "so their data must start at an 8-byte aligned address (pass a copy of an offset view)")
+        raise MemoryError(f"{self.signature.fname}: scratch memory could not be allocated")
+
     def __call__(self, out: dict | None = None, **arrays) -> dict:
         """Run the kernel: inputs by name as numpy arrays, CPU torch tensors or DLPack
         objects (no copies); a size that no input's shape determines (a window length,
@@ -155,6 +224,10 @@ class Kernel:
         are written and returned."""
         if out is not None and "out" in self._inputs:     # the program has an input named out
             arrays["out"], out = out, None
+        if out is None and self._fast_ok:
+            result = self._fast_call(arrays)
+            if result is not None:
+                return result
         torch_in = False
         for k in list(arrays):
             if k in self._inputs:
@@ -189,20 +262,9 @@ class Kernel:
                 raise ArgumentError(f"input '{name}' must start at an 8-byte aligned address: the kernel reads it in "
                                     "packed 8-byte words (pass a copy of an offset view)")
         if self.signature.workspace:
-            args.append(self._workspace([sizes[p.name] for p in self.signature.params if p.kind == "size"]))
-        rc = self._fn(*args)
-        if rc == 5:
-            raise DeviceError(f"{self.signature.fname}: the kernel runs on an NVIDIA GPU and this machine shows "
-                              "none (cudaGetDeviceCount); build a bundle with `moac compile --target cuda --offload "
-                              "nvptx -o OUT.cu` and run it where there is one")
-        if rc == 3:
-            raise ArgumentError("these sizes give a buffer of 2^31 elements or more, which a kernel built with "
-                                "32-bit indices cannot address; build it with index_bits=64 (--index-bits 64)")
-        if rc == 2:
-            raise ArgumentError(f"{', '.join(self.aligned)}: the kernel reads these inputs in packed 8-byte words, "
-                                "so their data must start at an 8-byte aligned address (pass a copy of an offset view)")
-        if rc != 0:
-            raise MemoryError(f"{self.signature.fname}: scratch memory could not be allocated")
+            args.append(self._workspace_for(int(self._ws_bytes(*[sizes[p.name] for p in self.signature.params
+                                                                 if p.kind == "size"]))))
+        self._check_rc(self._fn(*args))
         if out:                                    # the caller's own objects back
             outs.update({k: out[k] for k in given})
         if torch_in:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ops import OPS
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +59,7 @@ class Target:
         if self.vector_reduce is None:
             return None
         (op, names), = reduce
+        from ..ops import OPS          # here: a target is data, loaded before the compiler
         return self.vector_reduce.format(op=OPS[op].acc_clause, vars=", ".join(names))
 
     def serial_pragma(self, arrays: tuple) -> str | None:

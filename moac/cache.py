@@ -1,0 +1,141 @@
+"""moac's cache directory and what lives in it (light: no compiler stage is imported).
+
+Three kinds of entry, all named `moac_*` or `.moac_*`, never anything else:
+- built libraries (`moac_<hash>.so`, their `.c` and `.sha256`: moac.jit.build);
+- the parser tables of the grammar (`moac_parser_<hash>.lark`: lark's own cache format,
+  keyed by the grammar's hash, so an edited grammar never loads stale tables);
+- the text of a finished command (`moac_out_<hash>.txt`): `moac compile`'s C for one
+  source and one set of options, keyed by the source's bytes and name, the options and a
+  fingerprint of moac's own files, so that a changed program, flag or moac never hits.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import tempfile
+from importlib import resources
+from pathlib import Path
+
+SUFFIXES = (".so", ".c", ".sha256", ".lark", ".txt")
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("MOAC_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "moac")
+    p = Path(root)
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def entries(root: Path) -> list:
+    """The files moac made in a cache directory (never anything else that lives there)."""
+    return [p for p in root.iterdir() if p.is_file() and (p.name.startswith("moac_") or p.name.startswith(".moac_"))
+            and p.suffix in SUFFIXES]
+
+
+def cache_info() -> str:
+    root = cache_dir()
+    files = entries(root)
+    libs = [p for p in files if p.suffix == ".so" and not p.name.startswith(".")]
+    outs = [p for p in files if p.name.startswith("moac_out_")]
+    tables = [p for p in files if p.name.startswith("moac_parser_")]
+    size = sum(p.stat().st_size for p in files)
+    return (f"cache {root}: {len(libs)} libraries, {len(outs)} compiled sources, {len(tables)} parser tables, "
+            f"{len(files)} files, {size / 2**20:.1f} MiB")
+
+
+def cache_clear() -> str:
+    """Remove what moac put in its cache (libraries, their sources and hashes, parser tables, compiled sources) (a library loaded in a running process
+    stays valid: the file is unlinked, not overwritten)."""
+    root = cache_dir()
+    files = entries(root)
+    for p in files:
+        p.unlink(missing_ok=True)
+    return f"cache {root}: removed {len(files)} files"
+
+
+@functools.cache
+def fingerprint() -> str:
+    """A hash of moac's own files (code, grammar, templates, prelude): any edit to moac, or
+    another version of it, changes every key of the output cache."""
+    h = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    for pkg, beside in (("moac", here), ("moac.grammar", here.parent / "grammar"),
+                        ("moac.templates", here.parent / "templates")):
+        try:                            # installed: the package's files; a checkout: the folders
+            root = Path(str(resources.files(pkg)))
+        except (ModuleNotFoundError, TypeError):
+            root = beside
+        h.update(pkg.encode() + b"\0")
+        for path in sorted(_files(root), key=str):
+            h.update(str(path.relative_to(root)).encode() + b"\0")
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _files(root: Path):
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for f in filenames:
+            if f.endswith((".py", ".lark", ".j2", ".moa")):
+                yield Path(dirpath) / f
+
+
+def _out_path(key: tuple) -> Path:
+    h = hashlib.sha256(repr((fingerprint(),) + key).encode()).hexdigest()[:40]
+    return cache_dir() / f"moac_out_{h}.txt"
+
+
+def enabled() -> bool:
+    return os.environ.get("MOAC_NO_CACHE", "") in ("", "0")
+
+
+def get_text(key: tuple) -> str | None:
+    """The cached text for this key, or None (no entry, caching off, or unreadable)."""
+    if not enabled():
+        return None
+    try:
+        return _out_path(key).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def put_text(key: tuple, text: str) -> None:
+    """Store the text for this key (atomically; a cache that cannot be written is no error)."""
+    if not enabled():
+        return
+    try:
+        path = _out_path(key)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".moac_tmp_", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write a file so that a reader never sees it half-written: a temporary file renamed
+    over it.  A path that exists and is not a regular file (/dev/null, a FIFO, a terminal)
+    is written through, never replaced; a directory is refused."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(21, "is a directory", str(path))
+    if path.exists() and not path.is_file():
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return
+    if not (path.parent if str(path.parent) else Path(".")).is_dir():
+        raise FileNotFoundError(2, "no such directory", str(path.parent))
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
