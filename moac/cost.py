@@ -48,6 +48,23 @@ def analyse(prog, sizes: dict, target: str = "openacc", token: str | None = "n",
     return Cost(onf, tok, values, onf.traffic, onf.minimum, onf.flops, kv, fpt)
 
 
+def counts_at(onf, sizes: dict) -> tuple:
+    """(DRAM bytes, minimum bytes, flops) of one call at these sizes (name -> int: the sizes
+    a call binds; the fixed ones may be left out), the run-time choices (the split-K chunk)
+    evaluated as the kernel evaluates them."""
+    from .front.core import size_symbol
+    values = {size_symbol(k): sp.Integer(int(v)) for k, v in {**onf.fixed, **sizes}.items()}
+    for ch in onf.choices:
+        values[ch.var] = sp.Integer(evaluate(ch, values, get_target(onf.target).gangs))
+    out = []
+    for e in (onf.traffic, onf.minimum, onf.flops):
+        v = sp.sympify(e).xreplace(values)
+        if v.free_symbols:
+            raise MoacError(f"the counts need the size(s) {', '.join(sorted(s.name for s in v.free_symbols))}")
+        out.append(int(v) if v.is_integer else float(v))
+    return tuple(out)
+
+
 def _num(e, values):
     v = sp.sympify(e).xreplace(values or {})
     return float(v) if not v.free_symbols else None
