@@ -1,4 +1,5 @@
-"""Objects that show themselves (#12): Kernel.bench and its Timing."""
+"""Objects that show themselves (#12): Kernel.bench and its Timing, and the notebook
+displays (_repr_html_, _repr_pretty_) of Program, DNF, ONF and Kernel."""
 from __future__ import annotations
 
 import dataclasses
@@ -151,3 +152,65 @@ def test_timing_prints_itself():
     assert s.startswith("moac_x (n=4): best 1 µs, median 2 µs, mean 2 µs over 3 calls;")
     assert "4,000 DRAM bytes" in s and "4 GB/s" in s and "1 GFLOP/s" in s
     assert repr(t) == f"<moac Timing of {s}>"
+
+
+# --------------------------------------------------------------------------- notebook displays
+
+
+class Printer:
+    """What IPython hands to _repr_pretty_: an object with text()."""
+
+    def __init__(self):
+        self.parts = []
+
+    def text(self, s: str):
+        self.parts.append(s)
+
+
+def pretty(obj, cycle: bool = False) -> str:
+    p = Printer()
+    obj._repr_pretty_(p, cycle)
+    return "".join(p.parts)
+
+
+def test_html_displays_escape_the_dumps(matmul):
+    prog = example("matmul")
+    for obj, dump in ((prog, prog.source.text), (prog.dnf(), str(prog.dnf())), (prog.onf(), str(prog.onf())),
+                      (matmul, matmul.c_source)):
+        h = obj._repr_html_()
+        assert isinstance(h, str) and h.startswith('<div class="moac">')
+        assert "<details>" in h and "<pre>" in h
+        assert "&lt;moac" in h                           # the one-line repr, escaped
+        assert "<" in dump and "&lt;" in h
+        assert "<script" not in h
+    assert "index i &lt; n, k &lt; m, j &lt; p" in prog._repr_html_()
+    assert "Σ_{k&lt;m}" in prog.dnf()._repr_html_()
+
+
+def test_kernel_html_has_the_signature_counts_and_source(matmul):
+    h = matmul._repr_html_()
+    for cell in ("<td>A</td><td>input</td><td>float</td><td>⟨n m⟩</td>", "<td>C</td><td>output</td>",
+                 "<td>p</td><td>size</td>", "<th>target</th><td>c</td>", "<th>fixed sizes</th><td>none</td>",
+                 "<th>DRAM bytes</th><td>4·(2·m·n + m·p + m + n·p + n)</td>", "<th>flops</th><td>2·m·n·(p + 1)</td>"):
+        assert cell in h, cell
+    assert "<summary>C source (" in h and "int moac_matmul(" in h
+
+
+def test_a_hostile_file_name_is_shown_as_text():
+    prog = moac.parse("size n\ninput x : f32 ⟨n⟩\ny = + red x\noutput y\n", "<script>alert(1)</script>.moa")
+    for obj in (prog, prog.dnf(), prog.onf(target="c"), prog.compile(target="c")):
+        h = obj._repr_html_()
+        assert "<script" not in h and "&lt;script&gt;alert(1)&lt;/script&gt;.moa" in h
+
+
+def test_pretty_prints_the_dump_and_the_repr_in_a_cycle(matmul):
+    prog = example("matmul")
+    assert pretty(prog.dnf()) == str(prog.dnf())
+    assert pretty(prog.onf()) == str(prog.onf())
+    assert pretty(prog) == repr(prog) + "\n" + prog.source.text.rstrip()
+    for obj in (prog, prog.dnf(), prog.onf(), matmul):
+        assert pretty(obj, cycle=True) == repr(obj)
+    text = pretty(matmul)
+    assert text.startswith(repr(matmul) + "\nparameters:\n")
+    assert "DRAM bytes   4·(2·m·n + m·p + m + n·p + n)" in text and "flops        2·m·n·(p + 1)" in text
+    assert matmul.c_source not in text and f"{len(matmul.c_source):,} characters" in text

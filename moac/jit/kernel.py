@@ -290,6 +290,37 @@ class Kernel:
         return Timing(self.signature.fname, tuple(samples), int(warmup), tuple(sorted(sizes.items())),
                       traffic, minimum, flops)
 
+    def _summary(self) -> tuple:
+        """(the parameter rows, the labelled facts) that the notebook displays show."""
+        from ..front.core import show_shape
+        from ..dnf import fmt_index
+        import sympy as sp
+        rows = [(p.name, p.kind, p.ctype, show_shape(p.shape) if p.kind != "size" else "") for p in self.signature.params]
+        fixed = ", ".join(f"{k} = {v}" for k, v in self.onf.fixed.items())
+        facts = [("target", self.onf.target), ("plan", self.onf.plan), ("fixed sizes", fixed or "none"),
+                 ("DRAM bytes", fmt_index(sp.factor(self.onf.traffic))),
+                 ("minimum", fmt_index(sp.factor(self.onf.minimum))), ("flops", fmt_index(sp.factor(self.onf.flops))),
+                 ("library", str(self.library))]
+        return rows, facts
+
+    def _repr_pretty_(self, p, cycle: bool) -> None:       # IPython: the signature and the counts
+        from ..show import pretty
+        rows, facts = self._summary()
+        width = max(len(r[0]) for r in rows) if rows else 0
+        lines = [repr(self), "parameters:"] + [f"  {n:{width}}  {k:6} {c:7} {s}".rstrip() for n, k, c, s in rows]
+        lines += [f"{label:12} {text}" for label, text in facts]
+        lines.append(f"C source     {len(self.c_source):,} characters (kern.c_source)")
+        pretty(self, p, cycle, "\n".join(lines))
+
+    def _repr_html_(self) -> str:                           # Jupyter: the same, and the C source folded
+        from html import escape
+        from ..show import html, table
+        rows, facts = self._summary()
+        body = (table(("parameter", "kind", "C type", "shape"), rows)
+                + "<table>" + "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in facts)
+                + "</table>")
+        return html(repr(self), self.c_source, body, f"C source ({len(self.c_source):,} characters)")
+
 
 def _seconds(t: float) -> str:
     """A time in the unit that gives it three significant figures or so."""
