@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kv-dtype", choices=("f32", "f16", "bf16", "f64"),
                    help="count the inputs that have the token axis as stored in this dtype")
     p.add_argument("--tokens", default="n", metavar="SIZE", help="the size that counts tokens (default n)")
+    p.add_argument("--plot", metavar="OUT.png|OUT.svg", help="also draw the roofline into this file (needs matplotlib)")
 
     p = sub.add_parser("cache", help="the build cache: where it is and what it holds, or empty it")
     p.add_argument("action", choices=("info", "clear"))
@@ -147,9 +148,12 @@ def main(argv: list[str] | None = None) -> int:
             from .commands import compile_command
             return compile_command(prog, args, sizes)
         if args.cmd == "cost":
-            from .cost import hardware_list, report
-            print(report(prog, sizes, hardware_list(args.hardware), args.layers, args.kv_dtype, args.tokens,
-                         args.target))
+            from .cost import hardware_list, plot, report
+            hw = hardware_list(args.hardware)
+            text = report(prog, sizes, hw, args.layers, args.kv_dtype, args.tokens, args.target)
+            if args.plot:          # drawn before anything is printed: a missing matplotlib prints only its error
+                text += "\n" + plot(prog, sizes, hw, args.plot, args.kv_dtype, args.tokens, args.target)
+            print(text)
             return 0
         if args.cmd == "check":
             from .commands import check_command
