@@ -241,8 +241,9 @@ class Kernel:
         """Time calls of the kernel on these inputs (named as for a call): `warmup` untimed
         calls, then at least `reps` timed ones, and more until the timed calls add up to
         `min_time` seconds.  The outputs are allocated once, by the first call, and every
-        later call writes them through out=, so no allocation is timed; a timed call is a
-        whole `kern(out=..., **arrays)`, its argument checks included.  An input the program
+        later call writes them through out=, so no allocation is timed (except for a program
+        with an input named out, which a call cannot give out=); a timed call is a whole
+        `kern(out=..., **arrays)`, its argument checks included.  An input the program
         updates in place is copied first (the caller's array is left as it was) and the
         copy is updated by every call.  The garbage collector is off while calls are timed.
         Returns a Timing: the samples, and the ONF's DRAM bytes and flops at these sizes."""
