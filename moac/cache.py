@@ -115,22 +115,24 @@ def put_text(key: tuple, text: str) -> None:
         pass
 
 
-def write_atomic(path: str | Path, text: str) -> None:
+def write_atomic(path: str | Path, text: str | bytes) -> None:
     """Write a file so that a reader never sees it half-written: a temporary file renamed
     over it.  A path that exists and is not a regular file (/dev/null, a FIFO, a terminal)
-    is written through, never replaced; a directory is refused."""
+    is written through, never replaced; a directory is refused.  Text is written as UTF-8,
+    bytes as they are."""
     path = Path(path)
+    mode = {"mode": "wb"} if isinstance(text, bytes) else {"mode": "w", "encoding": "utf-8"}
     if path.is_dir():
         raise IsADirectoryError(21, "is a directory", str(path))
     if path.exists() and not path.is_file():
-        with open(path, "w", encoding="utf-8") as f:
+        with open(path, **mode) as f:
             f.write(text)
         return
     if not (path.parent if str(path.parent) else Path(".")).is_dir():
         raise FileNotFoundError(2, "no such directory", str(path.parent))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, **mode) as f:
             f.write(text)
         umask = os.umask(0)
         os.umask(umask)

@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kv-dtype", choices=("f32", "f16", "bf16", "f64"),
                    help="count the inputs that have the token axis as stored in this dtype")
     p.add_argument("--tokens", default="n", metavar="SIZE", help="the size that counts tokens (default n)")
+    p.add_argument("--plot", metavar="OUT.png|OUT.svg", help="also draw the roofline into this file (needs matplotlib)")
 
     p = sub.add_parser("cache", help="the build cache: where it is and what it holds, or empty it")
     p.add_argument("action", choices=("info", "clear"))
@@ -259,14 +260,19 @@ def _command(prog, args, sizes: dict, ap, key) -> int:
             timing.note("C stored in the output cache")
         return 0
     if args.cmd == "cost":
-        from .cost import hardware_list, report
+        from .cost import hardware_list, plot, report
+        hw = hardware_list(args.hardware)
         if args.json:
             from . import as_json
-            print(json.dumps(as_json.cost(prog, sizes, hardware_list(args.hardware), args.layers, args.kv_dtype,
-                                          args.tokens, args.target), ensure_ascii=False, indent=2))
+            text = json.dumps(as_json.cost(prog, sizes, hw, args.layers, args.kv_dtype, args.tokens, args.target),
+                              ensure_ascii=False, indent=2)
         else:
-            print(report(prog, sizes, hardware_list(args.hardware), args.layers, args.kv_dtype, args.tokens,
-                         args.target))
+            text = report(prog, sizes, hw, args.layers, args.kv_dtype, args.tokens, args.target)
+        if args.plot:          # drawn before anything is printed: a missing matplotlib prints only its error
+            wrote = plot(prog, sizes, hw, args.plot, args.kv_dtype, args.tokens, args.target)
+            if not args.json:
+                text += "\n" + wrote
+        print(text)
         return 0
     if args.cmd == "check":
         from .commands import check_command

@@ -140,7 +140,7 @@ def _decl(prog, name: str) -> str:
 def compile_command(prog, args, sizes: dict) -> str | None:
     """The C source for these flags, or None with --offload, which writes the source and a
     bundle beside -o itself."""
-    from .jit.build import write_atomic
+    from .cache import write_atomic
     from .options import Options
     from .targets import flags as target_flags
     art = prog.lower(Options.make(**options(args, sizes)))

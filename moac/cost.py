@@ -59,6 +59,23 @@ def storage_for(prog, kv_dtype: str | None, token: str) -> dict:
     return storage
 
 
+def counts_at(onf, sizes: dict) -> tuple:
+    """(DRAM bytes, minimum bytes, flops) of one call at these sizes (name -> int: the sizes
+    a call binds; the fixed ones may be left out), the run-time choices (the split-K chunk)
+    evaluated as the kernel evaluates them."""
+    from .front.core import size_symbol
+    values = {size_symbol(k): sp.Integer(int(v)) for k, v in {**onf.fixed, **sizes}.items()}
+    for ch in onf.choices:
+        values[ch.var] = sp.Integer(evaluate(ch, values, get_target(onf.target).gangs))
+    out = []
+    for e in (onf.traffic, onf.minimum, onf.flops):
+        v = sp.sympify(e).xreplace(values)
+        if v.free_symbols:
+            raise MoacError(f"the counts need the size(s) {', '.join(sorted(s.name for s in v.free_symbols))}")
+        out.append(int(v) if v.is_integer else float(v))
+    return tuple(out)
+
+
 def _num(e, values):
     v = sp.sympify(e).xreplace(values or {})
     return float(v) if not v.free_symbols else None
@@ -69,6 +86,16 @@ def _fmt_bytes(b: float) -> str:
         if b >= k:
             return f"{b:,.0f} bytes ({b / k:.2f} {unit})"
     return f"{b:,.0f} bytes"
+
+
+def _per_token_intensity(c: Cost):
+    """∂flops/∂n ÷ ∂bytes/∂n (the long-sequence limit), a sympy expression."""
+    return sp.simplify(c.flops_per_token / c.kv_per_token)
+
+
+def _call_counts(c: Cost) -> tuple:
+    """(DRAM bytes, flops) of the call as floats, (None, None) unless every size is fixed."""
+    return (_num(c.traffic, c.values), _num(c.flops, c.values)) if c.values else (None, None)
 
 
 def report(prog, sizes: dict, hardware: list, layers: int | None, kv_dtype: str | None, token: str = "n",
@@ -100,11 +127,11 @@ def report(prog, sizes: dict, hardware: list, layers: int | None, kv_dtype: str 
             tv = _num(total, v)
             L.append(f"whole model   {layers} layers × {fmt_index(c.kv_per_token)} = "
                      + (_fmt_bytes(tv) if tv is not None else fmt_index(total)) + " per token")
-        ai_tok = sp.simplify(c.flops_per_token / c.kv_per_token)
+        ai_tok = _per_token_intensity(c)
         aiv = _num(ai_tok, v)
         shown = f"{aiv:.2f}" if aiv is not None else fmt_index(ai_tok)
         L.append(f"intensity     {shown} flop/byte per token (long-sequence limit: ∂flops/∂{token} ÷ ∂bytes/∂{token})")
-    bytes_v, flops_v = (_num(c.traffic, v), _num(c.flops, v)) if v else (None, None)
+    bytes_v, flops_v = _call_counts(c)
     if bytes_v and flops_v is not None:
         L.append(f"intensity     {flops_v / bytes_v:.2f} flop/byte for this call (flops / DRAM bytes)")
         for hw in hardware:
@@ -134,3 +161,112 @@ def hardware_list(names: list[str]) -> list:
         except KeyError:
             raise MoacError(f"unknown hardware {n!r}; known: {', '.join(H.HARDWARE)}, cpu, all") from None
     return out
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    label: str
+    intensity: float        # flop per DRAM byte
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """What `moac cost --plot` draws: the program's intensities and the hardware's roofs."""
+    title: str
+    points: tuple           # RooflinePoint, the intensities `report` prints
+    hardware: tuple         # moac.hardware.Hardware
+
+    @staticmethod
+    def attainable(hw, intensity: float, peak: float | None = None) -> float:
+        """flop/s the roofline allows at this intensity: min(peak, bandwidth × intensity),
+        the peak fp32 unless given."""
+        return min(hw.fp32 if peak is None else peak, hw.bandwidth * intensity)
+
+
+def roofline_points(prog, sizes: dict, hardware: list, kv_dtype: str | None = None, token: str = "n",
+                    target: str = "openacc") -> Roofline:
+    """The data of the roofline plot: the intensities `report` prints, as numbers (the call's
+    flops ÷ DRAM bytes where every size is fixed; per token in the long-sequence limit where
+    the program has the token axis), and the hardware."""
+    c = analyse(prog, sizes, target, token, storage_for(prog, kv_dtype, token))
+    points = []
+    if c.kv_per_token is not None:
+        ai = _num(_per_token_intensity(c), c.values)
+        if ai is not None and 0 < ai < float("inf"):
+            points.append(RooflinePoint(f"per token ({token} → ∞)", ai))
+    bytes_v, flops_v = _call_counts(c)
+    if bytes_v and flops_v:
+        points.append(RooflinePoint("this call", flops_v / bytes_v))
+    shown = ", ".join(f"{k.name} = {int(x)}" for k, x in c.values.items() if not isinstance(k, sp.Dummy))
+    title = f"{prog.source.filename} (target {target})" + (f"\n{shown}" if shown else "")
+    return Roofline(title, tuple(points), tuple(hardware))
+
+
+def _rate(flops: float) -> str:
+    return f"{flops / 1e12:.3g} TFLOP/s" if flops >= 1e12 else f"{flops / 1e9:.3g} GFLOP/s"
+
+
+PLOT_FORMATS = (".png", ".svg")
+
+
+def plot(prog, sizes: dict, hardware: list, path: str, kv_dtype: str | None = None, token: str = "n",
+         target: str = "openacc") -> str:
+    """Draw the roofline into path (.png or .svg) with matplotlib's Agg backend; the line
+    the report adds."""
+    from pathlib import Path
+    suffix = Path(path).suffix.lower()
+    if suffix not in PLOT_FORMATS:
+        raise MoacError(f"--plot writes a .png or an .svg file, got {path!r}")
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import FuncFormatter
+    except ImportError:
+        raise MoacError("moac cost --plot needs matplotlib (pip install 'moac[plot]')") from None
+    import io
+    import math
+
+    import numpy as np
+
+    from .cache import write_atomic
+    r = roofline_points(prog, sizes, hardware, kv_dtype, token, target)
+    if not r.points:
+        raise MoacError("--plot: no intensity to plot (fix every size with -D)")
+    if not r.hardware:
+        raise MoacError("--plot: no hardware to plot")
+    peak = max(hw.bf16 for hw in r.hardware)
+    unit, scale = ("TFLOP/s", 1e12) if peak >= 1e12 else ("GFLOP/s", 1e9)
+    marks = [p.intensity for p in r.points] + [hw.fp32 / hw.bandwidth for hw in r.hardware] + \
+        [hw.bf16 / hw.bandwidth for hw in r.hardware]
+    lo, hi = math.log10(min(marks) / 8), math.log10(max(marks) * 8)
+    x = np.logspace(lo, hi, 400)
+    fig = Figure(figsize=(8, 5.5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    colors = [f"C{k}" for k in range(10)]
+    for k, hw in enumerate(r.hardware):
+        col = colors[k % len(colors)]
+        ax.plot(x, np.minimum(hw.fp32, hw.bandwidth * x) / scale, color=col,
+                label=f"{hw.name}: {hw.bandwidth / 1e9:,.0f} GB/s, {_rate(hw.fp32)} fp32")
+        if hw.bf16 != hw.fp32:
+            ax.plot(x, np.minimum(hw.bf16, hw.bandwidth * x) / scale, color=col, linestyle=":", linewidth=1)
+    for k, p in enumerate(r.points):
+        marker = "os^D"[k % 4]
+        ax.axvline(p.intensity, color="0.5", linestyle="--", linewidth=0.8)
+        ys = [Roofline.attainable(hw, p.intensity) / scale for hw in r.hardware]
+        ax.scatter([p.intensity] * len(ys), ys, marker=marker, color="black", zorder=3,
+                   label=f"{p.label}: {p.intensity:.2f} flop/byte")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    for axis in (ax.xaxis, ax.yaxis):           # 0.1, 1, 10 rather than 10^-1, 10^0, 10^1
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("arithmetic intensity (flop/byte of DRAM traffic)")
+    ax.set_ylabel(f"attainable performance ({unit})")
+    ax.set_title(f"roofline: {r.title}", fontsize=10)
+    ax.grid(True, which="both", linewidth=0.3)
+    ax.legend(fontsize=8, title="solid: fp32 peak; dotted: 16-bit tensor peak", title_fontsize=8)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format=suffix[1:])
+    write_atomic(path, buf.getvalue())
+    return f"plot          {path} (roofline: {', '.join(p.label for p in r.points)})"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from html import escape
 from pathlib import Path
 
 from . import dnf, driver
@@ -94,6 +95,20 @@ class Program:
 
     def __repr__(self) -> str:
         return f"<moac.Program {self.source.filename}: inputs {[i.name for i in self.inputs]}, outputs {list(self.outputs)}>"
+
+    def _repr_pretty_(self, p, cycle: bool) -> None:       # IPython: the one line and the source text
+        from .show import pretty
+        pretty(self, p, cycle, f"{self!r}\n{self.source.text.rstrip()}")
+
+    def _repr_html_(self) -> str:                           # Jupyter: sizes, inputs, outputs, the source
+        from .front.core import show_shape
+        from .show import html, table
+        rows = [("input", i.name, i.dtype, show_shape(i.shape)) for i in self.inputs]
+        rows += [("output", n, "", show_shape(e.shape)) for n, e in self.core.outputs]
+        rows += [("update", u, "", "") for u, _ in self.core.updates]
+        sizes = ", ".join(self.core.size_names())
+        body = (f"<div>sizes {escape(sizes)}</div>" if sizes else "") + table(("", "name", "dtype", "shape"), rows)
+        return html(repr(self), self.source.text, body, "source")
 
 
 def parse(text: str, filename: str = "<input>") -> Program:

@@ -88,6 +88,14 @@ class DNF:
     def __str__(self) -> str:
         return format_dnf(self)
 
+    def _repr_pretty_(self, p, cycle: bool) -> None:       # IPython: the dump
+        from ..show import pretty
+        pretty(self, p, cycle, str(self))
+
+    def _repr_html_(self) -> str:                           # Jupyter: the one line, the dump folded
+        from ..show import html
+        return html(repr(self), str(self))
+
 
 def index_var(name: str) -> sp.Symbol:
     """An index variable: the same kind of symbol as a size (integer, non-negative), so an

@@ -31,6 +31,16 @@ class ONF:
     def __str__(self) -> str:
         return format_onf(self)
 
+    def _repr_pretty_(self, p, cycle: bool) -> None:       # IPython: the dump
+        from ..show import pretty
+        pretty(self, p, cycle, str(self))
+
+    def _repr_html_(self) -> str:                           # Jupyter: the one line, the counts, the dump folded
+        from ..show import html, table
+        rows = [("DRAM bytes", fmt_index(sp.factor(self.traffic))), ("minimum", fmt_index(sp.factor(self.minimum))),
+                ("flops", fmt_index(sp.factor(self.flops)))]
+        return html(repr(self), str(self), table(("count", "per call"), rows))
+
     # the Schedule's and the counts' parts, by the names the ONF has always used
     dnf = property(lambda self: self.schedule.dnf)
     target = property(lambda self: self.schedule.target)
