@@ -35,7 +35,7 @@ def _program(prog) -> dict:
 
 
 def dnf(prog, d, sizes: dict, trace: bool = False) -> dict:
-    from .dnf import format_expr
+    from .dnf.ir import format_expr
     out = {"schema": SCHEMA, "stage": "dnf", **_program(prog),
            "statements": [{"name": s.name, "role": s.role, "vars": [str(v) for v in s.vars],
                            "shape": [_expr(x) for x in s.shape], "body": format_expr(s.body)}

@@ -196,9 +196,10 @@ def _run(args, ap) -> int:
     from . import timing
     data = _read(args.file, ap)
     sizes = _sizes(args.defs, ap)
-    cached = args.cmd == "compile" and args.offload == "none" and os.environ.get("MOAC_VERIFY") != "1"
+    from . import cache
+    cached = (args.cmd == "compile" and args.offload == "none" and os.environ.get("MOAC_VERIFY") != "1"
+              and cache.enabled())
     if cached:
-        from . import cache
         with timing.stage("output cache lookup"):
             key = _output_key(args, data, sizes)
             text = cache.get_text(key)

@@ -96,6 +96,7 @@ class Kernel:
         self._fast_params = tuple((p.kind, p.name, None if p.kind == "size" else self._ffi.typeof(f"{p.ctype}[]"),
                                    np.dtype(NP_DTYPE[p.ctype]) if p.kind == "output" else None)
                                   for p in self.signature.params)
+        self._out_ctype = {p.name: p.ctype for p in self.signature.params if p.kind == "output"}
         self._fast_ok = not self._updated          # in-place updates check overlaps on every call
         self._plans: dict = {}                      # input shapes -> (sizes, output shapes, workspace bytes)
 
@@ -144,7 +145,7 @@ class Kernel:
                                         "(pass a copy)")
         return self._binding.bind(shapes, given)
 
-    def _fast_call(self, arrays: dict):
+    def _fast_call(self, arrays: dict, out: dict | None = None):
         """A call whose inputs are C-contiguous numpy arrays of exactly the declared dtypes,
         passed by name with nothing else, or None when this call is not one.  The sizes,
         output shapes and workspace bytes of a set of input shapes are worked out once by
@@ -173,10 +174,16 @@ class Kernel:
                 self._plans.clear()
             plan = self._plans[key] = (sizes, outs, ws)
         sizes, outs, ws = plan
+        if out:                                     # numpy out= arrays exactly as the outputs are
+            for name, a in out.items():
+                if (type(a) is not np.ndarray or name not in outs or a.shape != outs[name]
+                        or a.dtype != NP_DTYPE[self._out_ctype[name]] or not a.flags.c_contiguous
+                        or not a.flags.writeable or any(np.may_share_memory(a, x) for x in arrays.values())):
+                    return None                     # the full path says what is wrong
         from_buffer, result, args = self._ffi.from_buffer, {}, []
         for kind, name, ctype, dtype in self._fast_params:
             if kind == "output":
-                buf = result[name] = np.empty(outs[name], dtype)
+                buf = result[name] = out[name] if out and name in out else np.empty(outs[name], dtype)
                 args.append(from_buffer(ctype, buf))
             elif kind == "size":
                 args.append(sizes[name])
@@ -224,8 +231,8 @@ class Kernel:
         are written and returned."""
         if out is not None and "out" in self._inputs:     # the program has an input named out
             arrays["out"], out = out, None
-        if out is None and self._fast_ok:
-            result = self._fast_call(arrays)
+        if self._fast_ok:
+            result = self._fast_call(arrays, out)
             if result is not None:
                 return result
         torch_in = False
