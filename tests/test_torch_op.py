@@ -256,3 +256,13 @@ def test_compile_update_in_place():
         assert torch.equal(g(*a), f(*b))
         assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) and torch.equal(a[0][n], b[3] * 2)
     assert counter.frame_count == 1
+
+
+@pytest.mark.torch_compile
+def test_the_docs_example_runs(monkeypatch):
+    """The Python blocks of docs/torch.md, as written, run from the repository root."""
+    text = (ROOT / "docs/torch.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert blocks
+    monkeypatch.chdir(ROOT)
+    exec(compile("\n".join(blocks), "docs/torch.md", "exec"), {"__name__": "docs_torch"})
