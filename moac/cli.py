@@ -117,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("cache", help="the build cache: where it is and what it holds, or empty it")
     p.add_argument("action", choices=("info", "clear"))
 
+    p = sub.add_parser("examples", help="list the example programs that ship with moac, or print one")
+    p.add_argument("name", nargs="?", help="the example to print (without it: every name and its first comment line)")
+    p.add_argument("--path", action="store_true", help="print the example's path (without a name: their folder)")
+
     args = ap.parse_args(argv)
     if args.cmd == "cache":
         from .jit.build import cache_clear, cache_info
@@ -128,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     prog = None
     try:
+        if args.cmd == "examples":
+            from .examples_index import command
+            return command(args.name, show_path=args.path)
         prog = _load(args.file, ap)
         sizes = _sizes(args.defs, ap)
         _check_sizes(prog, sizes, ap)
