@@ -116,6 +116,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("cache", help="the build cache: where it is and what it holds, or empty it")
     p.add_argument("action", choices=("info", "clear"))
 
+    p = sub.add_parser("examples", help="list the example programs that ship with moac, or print one")
+    p.add_argument("name", nargs="?", help="the example to print (without it: every name and its first comment line)")
+    p.add_argument("--path", action="store_true", help="print the example's path (without a name: their folder)")
+
     args = ap.parse_args(argv)
     if args.cmd == "cache":
         from .cache import cache_clear, cache_info
@@ -126,9 +130,11 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     from . import timing
+    for flag, default in (("verbose", False), ("time", False), ("json", False), ("color", "auto")):
+        if not hasattr(args, flag):        # subcommands without a source file (moac examples)
+            setattr(args, flag, default)
     if args.verbose or args.time:
         timing.start()
-    prog = None
     try:
         try:
             return _run(args, ap)
@@ -194,6 +200,9 @@ def _output_key(args, data: bytes, sizes: dict) -> tuple:
 
 def _run(args, ap) -> int:
     from . import timing
+    if args.cmd == "examples":
+        from .examples_index import command
+        return command(args.name, show_path=args.path)
     data = _read(args.file, ap)
     sizes = _sizes(args.defs, ap)
     from . import cache

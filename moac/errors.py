@@ -1,4 +1,8 @@
-"""The error family.  Every user-facing error points at the source it is about."""
+"""The error family.  Every user-facing error points at the source it is about.
+
+All of them derive from MoacError, so `except moac.MoacError` catches every error moac
+reports about a program or a call; `str(e)` (or `e.render()`) is the positioned message.
+"""
 from __future__ import annotations
 
 import re
@@ -16,6 +20,7 @@ class Span:
     end_col: int
 
     def join(self, other: "Span | None") -> "Span":
+        """The smallest span covering both (self if other is None)."""
         if other is None:
             return self
         start = min((self.line, self.col), (other.line, other.col))
@@ -37,13 +42,16 @@ class Source:
     filename: str = "<input>"
 
     def lines(self) -> list[str]:
+        """The lines of the text (see source_lines)."""
         return source_lines(self.text)
 
     def line(self, n: int) -> str:
+        """Line n (1-based), or '' past the end."""
         lines = self.lines()
         return lines[n - 1] if 0 < n <= len(lines) else ""
 
     def excerpt(self, span: Span) -> str:
+        """The text a span covers."""
         lines = self.lines()
         if span.line == span.end_line:
             return lines[span.line - 1][span.col - 1 : span.end_col] if span.line <= len(lines) else ""
@@ -54,7 +62,12 @@ class Source:
 
 
 class MoacError(Exception):
-    """Base of all errors moac reports to a user."""
+    """Base of all errors moac reports to a user.
+
+    `message` is the bare message, `span` where in the source it points (or None), `source`
+    the Source it is about (or None: the CLI fills in the program's), `notes` further lines
+    printed after it.
+    """
 
     kind = "error"
 
@@ -100,7 +113,7 @@ class MoacError(Exception):
 
 
 class ParseError(MoacError):
-    """Malformed source text."""
+    """Malformed source text (a syntax error, or a file that is not UTF-8)."""
 
 
 class NameError_(MoacError):
@@ -116,7 +129,8 @@ class RewriteError(MoacError):
 
 
 class BuildError(MoacError):
-    """The C compiler failed; carries the command, its stderr and the C file."""
+    """The C compiler failed or could not be run: `argv` is the command, `stderr` its
+    output and `c_file` the C source it was given (all three also in the notes)."""
 
     def __init__(self, message: str, argv: list[str], stderr: str, c_file: str):
         notes = (f"command: {' '.join(argv)}", f"C source: {c_file}", f"compiler output:\n{stderr.rstrip()}")
@@ -127,7 +141,9 @@ class BuildError(MoacError):
 
 
 class ArgumentError(MoacError, TypeError):
-    """A compiled kernel was called with arrays of the wrong dtype, layout or shape."""
+    """A compiled kernel was called with wrong arguments: a missing or unexpected name,
+    the wrong dtype, layout, alignment or shape, inconsistent sizes, memory shared where it
+    must not be, or sizes its index width cannot address.  Also a TypeError."""
 
 
 class DeviceError(MoacError):
@@ -135,4 +151,6 @@ class DeviceError(MoacError):
 
 
 class CheckError(MoacError):
-    """A compiled result disagrees with the reference interpreter."""
+    """A compiled result disagrees with the reference interpreter: raised by `moac check`
+    for an output whose shape is not the reference's (values beyond the tolerance are
+    reported in its lines and exit status 1, not raised)."""

@@ -32,9 +32,22 @@ def _not_too_deep(source: Source):
 
 
 class Program:
-    """A parsed and shape-checked MoA program."""
+    """A parsed and shape-checked MoA program, and every stage compiled from it.
+
+    Made by `moac.parse(text)` or `moac.load(path)`; construction parses the text and
+    infers every shape, raising ParseError, NameError_ or ShapeError (all MoacError, each
+    pointing at the source) for a program that is not well formed.  The later stages are
+    computed on demand and cached per set of options: `dnf()`, `onf(...)`, `c_source(...)`,
+    `compile(...)`; `evaluate(...)` runs the independent numpy reference.
+
+    Attributes: `source` (the text and file name errors are reported under), `module` (the
+    syntax tree), `core` (the typed program with symbolic shapes), `artifacts` and
+    `kernels` (the caches of the lowered stages and of the built kernels).
+    """
 
     def __init__(self, text: str, filename: str = "<input>"):
+        """Parse `text` and check its shapes; `filename` names it in messages and gives the
+        C entry point its name (moac_<stem>; moac_program for a name such as '<input>')."""
         self.source = Source(text, filename)
         with _not_too_deep(self.source):
             with stage("parse"):
@@ -50,10 +63,15 @@ class Program:
             return dnf.to_dnf(self.core)                            # stage 3: core -> DNF
 
     def dnf(self) -> dnf.DNF:
+        """The Denotational Normal Form (computed once): each output as one closed expression
+        over ψ-selections of the inputs; `str()` is the dump `moac dnf` prints, and
+        moac.dnf.format_trace lists its rewrites with the rule that fired."""
         return self._dnf
 
     def lower(self, opts: Options) -> Artifacts:
-        """Stages 4 and 5 for these options (cached: every intermediate is kept)."""
+        """Stages 4 and 5 for these options (cached: every intermediate is kept): the
+        Artifacts holding the Schedule, the counts, the ONF, the C unit, the signature and
+        the C source.  A program the lowering cannot handle is a RewriteError."""
         if opts not in self.artifacts:
             dnf_ = self._dnf
             with _not_too_deep(self.source):
@@ -61,18 +79,26 @@ class Program:
         return self.artifacts[opts]
 
     def onf(self, **options):
-        """The ONF for these options (target, sizes, mapping, unroll, storage, share_kv, pack,
-        wsum_unroll, index_bits: moac.options.Options.make)."""
+        """The Operational Normal Form for these options: target ('openacc', the default,
+        'openmp', 'c', 'cuda'), sizes (a dict of sizes fixed at compile time), mapping,
+        unroll, storage, share_kv, pack, wsum_unroll, index_bits (moac.options.Options.make;
+        docs/cli.md describes each).  `str()` is the dump `moac onf` prints."""
         return self.lower(Options.make(**options)).onf
 
     def c_source(self, **options) -> str:
+        """The C (CUDA C for target='cuda') that `compile` builds for these options (those of
+        `onf`): the text `moac compile` writes."""
         return self.lower(Options.make(**options)).c_source
 
     def compile(self, cc: str | None = None, werror: bool = False, extra_flags: tuple = (),
                 native: bool | None = None, **options):
-        """Build and load the kernel for these options (cached like every stage); `native`:
-        build for this machine's CPU where the target has flags for it (openmp: -march=native;
-        None: on unless MOAC_NATIVE=0)."""
+        """Build and load the kernel for these options (those of `onf`), cached like every
+        stage; returns a moac.jit.kernel.Kernel, called with the inputs by name.  `cc`: the
+        C compiler (default: $CC for the gcc targets, else the target's, gcc or nvcc);
+        `werror`: warnings are errors; `extra_flags`: more compiler flags; `native`: build
+        for this machine's CPU where the target has flags for it (openmp: -march=native;
+        None: on unless MOAC_NATIVE=0).  A failed compilation is a BuildError carrying the
+        command and the compiler's output."""
         from .jit import build
         opts = Options.make(**options)
         key = (opts, cc, werror, tuple(extra_flags), native)
@@ -82,15 +108,20 @@ class Program:
         return self.kernels[key]
 
     def evaluate(self, sizes: dict | None = None, **arrays) -> dict:
-        """Evaluate the source program with numpy (float64): the independent reference."""
+        """Evaluate the source program with numpy in float64, the independent reference the
+        kernels are checked against: inputs by name (bf16 as uint16 bit patterns, as for a
+        kernel), `sizes` for those no input's shape determines; a dict of output name -> array
+        (and, for an input the program updates in place, the buffer as the call leaves it)."""
         return interp.evaluate(self.core, arrays, sizes)
 
     @property
     def inputs(self):
+        """The declared inputs in order, each with its name, dtype and symbolic shape."""
         return self.core.inputs
 
     @property
     def outputs(self):
+        """The names of the declared outputs, in order."""
         return tuple(name for name, _ in self.core.outputs)
 
     def __repr__(self) -> str:
@@ -112,10 +143,13 @@ class Program:
 
 
 def parse(text: str, filename: str = "<input>") -> Program:
+    """A Program from source text; `filename` is the name messages report it under."""
     return Program(text, filename)
 
 
 def load(path: str | Path) -> Program:
+    """A Program from a source file (UTF-8), reported under the path as given; an
+    unreadable file is an OSError, bytes that are not UTF-8 a ParseError."""
     return from_bytes(Path(path).read_bytes(), str(path))
 
 

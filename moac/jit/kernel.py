@@ -69,7 +69,14 @@ def _load(library: Path, cdef: str):
 
 @dataclass
 class Kernel:
-    """A compiled, loaded program: call it with numpy arrays, get a dict of outputs."""
+    """A compiled, loaded program: call it with the inputs by name, get a dict of outputs.
+
+    Made by `Program.compile(...)`, which caches it; the library stays loaded for the life
+    of the process.  `onf` is the ONF it was built from, `c_source` the C it compiled,
+    `library` the shared library in the build cache, `signature` the C entry's parameters,
+    `flags` the compiler flags used.  Calls from several threads may run at once: each
+    thread has its own scratch buffer.
+    """
     onf: object          # the ONF (Schedule and counts) it was built from
     c_source: str
     library: Path
@@ -224,11 +231,18 @@ class Kernel:
 
     def __call__(self, out: dict | None = None, **arrays) -> dict:
         """Run the kernel: inputs by name as numpy arrays, CPU torch tensors or DLPack
-        objects (no copies); a size that no input's shape determines (a window length,
-        say) is passed by name as an int.  Outputs come back as numpy arrays, or as torch
-        tensors (sharing their memory) when an input was a tensor; `out` maps output names
-        to preallocated C-contiguous arrays or tensors of the right dtype and shape, which
-        are written and returned."""
+        objects (no copies; bf16 as uint16 bit patterns, ml_dtypes.bfloat16 or torch
+        bfloat16), C-contiguous; a size that no input's shape determines (a window length,
+        say) is passed by name as an int.  Returns a dict of output name -> array (an input
+        the program updates in place is returned too, as the buffer it updated): numpy
+        arrays, or torch tensors (sharing their memory) when an input was a tensor.  `out`
+        maps output names to preallocated C-contiguous arrays or tensors of the right dtype
+        and shape, which are written and returned.
+
+        Every argument is checked before any C runs: a wrong name, dtype, layout, shape or
+        size is an ArgumentError (naming the input and what was expected); a kernel that
+        needs a GPU the machine does not show is a DeviceError; scratch memory that could
+        not be allocated, a MemoryError."""
         if out is not None and "out" in self._inputs:     # the program has an input named out
             arrays["out"], out = out, None
         if self._fast_ok:
