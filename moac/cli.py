@@ -117,6 +117,14 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("cache", help="the build cache: where it is and what it holds, or empty it")
     p.add_argument("action", choices=("info", "clear"))
 
+    p = sub.add_parser("run", add_help=False, help="run GPU bundles on random CUDA tensors, check and time them "
+                       "(python -m moac.gpu; needs torch and a GPU)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="BUNDLE.json [-D NAME=VALUE ...] [--reps N] [--json OUT]")
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["run"]:              # the rest is moac.gpu's command line
+        from .gpu.run import main as run_main
+        return run_main(argv[1:], prog="moac run")
     args = ap.parse_args(argv)
     if args.cmd == "cache":
         from .jit.build import cache_clear, cache_info
