@@ -30,7 +30,7 @@ the process, costs that case only), with the probes
   errors     the messages for a wrong dtype, a non-contiguous view, a CPU tensor beside
              CUDA ones, out= of the wrong shape, tensors on two GPUs (where there are two)
   overhead   median µs of kernel(...), of a prepared Launch and of the raw ctypes call
-  context    OpenACC: libgomp's CUDA context is torch's (cuCtxGetCurrent)
+  context    OpenACC: libgomp's CUDA context is torch's (the device's primary context)
 
 and, for OpenACC cases, `raw_graph` in a further process: the raw device entry inside a
 CUDA-graph capture (libgomp may abort: its exit status and output are recorded).  If an
@@ -392,10 +392,10 @@ def child(root: Path, index: int, part: Path, reps: int) -> int:
 
     if m.target == "openacc":
         def context():
-            from moac.gpu.bundle import current_cuda_context
+            from moac.gpu.bundle import primary_cuda_context
             ours = k.runtime.acc_get_current_cuda_context()
-            theirs = current_cuda_context()
-            return {"libgomp": hex(ours or 0), "current": hex(theirs or 0), "pass": ours == theirs}
+            theirs = primary_cuda_context(torch.cuda.current_device())
+            return {"libgomp": hex(ours or 0), "torch_primary": hex(theirs or 0), "pass": ours == theirs}
         probe(res, "context", part, context)
     res["done"] = True
     _write(part, res)

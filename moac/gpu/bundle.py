@@ -267,7 +267,7 @@ class DeviceKernel:
             raise DeviceError(f"{self.manifest.function}: the OpenACC runtime sees {n} NVIDIA GPU(s), the tensors "
                               f"are on {device}")
         gomp.acc_set_device_num(device.index, ACC_DEVICE_NVIDIA)
-        ours, torchs = gomp.acc_get_current_cuda_context(), current_cuda_context()
+        ours, torchs = gomp.acc_get_current_cuda_context(), primary_cuda_context(device.index)
         if torchs is not None and ours != torchs:
             raise DeviceError(f"{self.manifest.function}: libgomp runs in a CUDA context of its own, not in torch's, "
                               "so it cannot address the tensors (libgomp was started on this thread before torch "
@@ -275,16 +275,20 @@ class DeviceKernel:
         self._acc_device = device.index
 
 
-def current_cuda_context() -> int | None:
-    """The CUDA context current on this thread (the driver's cuCtxGetCurrent), None where
-    the driver cannot be asked."""
+def primary_cuda_context(ordinal: int) -> int | None:
+    """The primary CUDA context of a device, the one torch runs in (the driver's
+    cuDevicePrimaryCtxRetain); None where the driver cannot be asked."""
     try:
         cuda = ctypes.CDLL("libcuda.so.1")
     except OSError:
         return None
-    ctx = ctypes.c_void_p()
-    if cuda.cuCtxGetCurrent(ctypes.byref(ctx)) != 0:
+    dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+    if cuda.cuDeviceGet(ctypes.byref(dev), ctypes.c_int(ordinal)) != 0:
         return None
+    if cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) != 0:
+        return None
+    release = getattr(cuda, "cuDevicePrimaryCtxRelease_v2", None) or cuda.cuDevicePrimaryCtxRelease
+    release(dev)
     return ctx.value
 
 
