@@ -290,6 +290,54 @@ def test_a_bundle_without_its_library_is_a_message(bundles, tmp_path):
     assert r.returncode == 0 and "decode.so is missing" in r.stdout, r.stdout + r.stderr
 
 
+@pytest.mark.offload
+def test_the_call_path_end_to_end_on_libgomps_host_fallback(bundles):
+    """Without a GPU libgomp runs an OpenACC device entry on the host, deviceptr() being host
+    addresses: with torch's CUDA parts stubbed (the device check, the stream, the device
+    set-up) the whole call — binding, argument order, workspace, outputs, out= — runs the
+    real bundle on CPU tensors, against float64."""
+    if shutil.which("nvidia-smi") is not None:
+        pytest.skip("a GPU is visible: libgomp would not fall back to the host")
+    env = {k: v for k, v in _env().items() if k != "ACC_DEVICE_TYPE"}
+    code = textwrap.dedent(f"""
+        import contextlib
+        from moac.gpu import DeviceKernel, load_bundle
+        from moac.gpu.run import decode_reference
+        k = load_bundle({str(bundles / 'decode_gqa.json')!r})
+        import torch
+
+        class Stream:
+            cuda_stream = 0
+            def synchronize(self):
+                pass
+        torch.cuda.device = lambda d: contextlib.nullcontext()
+        torch.cuda.current_stream = lambda d=None: Stream()
+        torch.cuda.is_current_stream_capturing = lambda: False
+        check = DeviceKernel._check
+        def host_ok(what, t, dtype, torch):
+            try:
+                check(what, t, dtype, torch)
+            except Exception as e:
+                if "cpu tensor" not in str(e):
+                    raise
+        DeviceKernel._check = staticmethod(host_ok)
+        DeviceKernel._acc_ready = lambda self, torch, device: None
+        g = torch.Generator().manual_seed(0)
+        Q, K, V = (torch.randn(s, generator=g) for s in ((12, 16), (4, 100, 16), (4, 100, 8)))
+        out = k(Q=Q, K=K, V=V)["out"]
+        print(tuple(out.shape), (out.double() - decode_reference(Q, K, V, torch)).abs().max().item())
+        mine = torch.full((12, 8), float("nan"))
+        r = k(out={{"out": mine}}, Q=Q, K=K, V=V)
+        print(r["out"] is mine, torch.equal(mine, out), k.prepare(Q=Q, K=K, V=V).sizes)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    first, second = r.stdout.splitlines()
+    shape, err = first.rsplit(" ", 1)
+    assert shape == "(12, 8)" and float(err) < 1e-5
+    assert second == "True True {'dk': 16, 'hkv': 4, 'n': 100, 'dv': 8, 'g': 3, 'hq': 12}"
+
+
 # ---------------------------------------------------------------- command lines
 def test_cli_help_and_usage_errors(tmp_path):
     for argv in ([sys.executable, "-m", "moac.gpu", "--help"], [sys.executable, "-m", "moac", "run", "--help"]):
