@@ -274,6 +274,32 @@ def test_torch_loaded_first_is_a_clear_error(bundles):
     assert r.returncode == 0, r.stderr
     assert "another libgomp.so.1 is loaded already" in r.stdout
     assert "load OpenACC bundles before `import torch`, or start Python with LD_LIBRARY_PATH=" in r.stdout
+    # the way out it names: with LD_LIBRARY_PATH, torch itself loads the bundle's libgomp
+    lib = (bundles / "lib").resolve()
+    env = dict(_env(), LD_LIBRARY_PATH=str(lib))
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import torch
+        from moac.gpu import load_bundle
+        load_bundle({str(bundles / 'decode.json')!r})
+        print(sorted({{l.split()[-1] for l in open('/proc/self/maps') if 'libgomp' in l}}))
+    """)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert eval(r.stdout) == [f"{lib}/libgomp-plugin-nvptx.so.1", f"{lib}/libgomp.so.1"]
+
+
+@pytest.mark.offload
+def test_two_bundle_directories_share_one_libgomp(bundles, tmp_path):
+    shutil.copytree(bundles / "lib", tmp_path / "lib")
+    for ext in (".json", ".so"):
+        shutil.copy(bundles / f"decode{ext}", tmp_path / f"decode{ext}")
+    r = py(f"""
+        from moac.gpu import load_bundle
+        a = load_bundle({str(bundles / 'decode.json')!r})
+        b = load_bundle({str(tmp_path / 'decode.json')!r})
+        print(len({{l.split()[-1] for l in open('/proc/self/maps') if 'libgomp.so' in l}}))
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "1"          # the copy is not loaded a second time
 
 
 @pytest.mark.offload

@@ -78,10 +78,10 @@ def load_runtime(libdir, reexec: bool = False) -> ctypes.CDLL | None:
         raise MoacError(f"another {GOMP} is loaded already ({other}; torch ships one, without the nvptx plugin), "
                         f"so the bundle's {gomp} cannot be the process's: load OpenACC bundles before "
                         f"`import torch`, or start Python with LD_LIBRARY_PATH={libdir}")
-    try:
-        lib = ctypes.CDLL(str(gomp), mode=os.RTLD_GLOBAL)
-        if (libdir / PLUGIN).is_file():       # libgomp asks for it by soname: this one answers
-            ctypes.CDLL(str(libdir / PLUGIN), mode=os.RTLD_GLOBAL)
+    try:                                      # the same file, or a copy of it, loaded: use that one
+        lib = ctypes.CDLL(GOMP if other else str(gomp), mode=os.RTLD_GLOBAL | (os.RTLD_NOLOAD if other else 0))
+        if (libdir / PLUGIN).is_file() and loaded_path(PLUGIN, "GOMP_OFFLOAD_get_name") is None:
+            ctypes.CDLL(str(libdir / PLUGIN), mode=os.RTLD_GLOBAL)   # libgomp asks for it by soname
     except OSError as e:
         raise MoacError(f"cannot load the bundle's OpenACC runtime in {libdir}: {e}") from None
     lib.acc_get_num_devices.restype = ctypes.c_int
