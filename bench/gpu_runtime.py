@@ -1,25 +1,22 @@
-"""The OpenACC runtime a GPU bundle carries (DIR/lib/: libgomp and its nvptx plugin), set
-up for the bench runners on the GPU machine (gpu_run.py, gpu_check.py)."""
+"""Puts this repository's moac on sys.path (the GPU machine has the tree, not an installed
+moac; moac.gpu needs neither sympy nor a compiler) and sets up a bundle's OpenACC runtime
+for the bench runners (gpu_run.py, gpu_check.py): moac.gpu.runtime.load_runtime."""
 from __future__ import annotations
 
-import ctypes
-import os
 import sys
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-def bundle_runtime(libdir: Path) -> ctypes.CDLL | None:
+from moac.gpu.runtime import load_runtime  # noqa: E402
+
+
+def bundle_runtime(libdir: Path):
     """Make the bundled libgomp the process's, or return None where the bundles carry none
-    (CUDA bundles).  libgomp finds its nvptx plugin through the loader's search path, which
-    is read at start-up: without `libdir` on LD_LIBRARY_PATH the script re-executes itself
+    (CUDA bundles).  Without `libdir` on LD_LIBRARY_PATH the script re-executes itself
     with it (and ACC_DEVICE_TYPE=nvidia, so a missing GPU is an error, not a host run).
-    Call it before `import torch`: torch ships its own libgomp.so.1 with the same soname but
-    without the plugin, and whichever loads first wins."""
-    libdir = libdir.resolve()
-    if not libdir.is_dir():
-        return None
-    if str(libdir) not in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
-        env = dict(os.environ, LD_LIBRARY_PATH=f"{libdir}:{os.environ.get('LD_LIBRARY_PATH', '')}")
-        env.setdefault("ACC_DEVICE_TYPE", "nvidia")
-        os.execve(sys.executable, [sys.executable] + sys.argv, env)
-    return ctypes.CDLL(str(libdir / "libgomp.so.1"), mode=ctypes.RTLD_GLOBAL)
+    Call it before `import torch`: torch ships its own libgomp.so.1 with the same soname
+    but without the plugin, and whichever loads first wins."""
+    return load_runtime(libdir, reexec=True)

@@ -15,12 +15,20 @@ _LAZY = {"Program", "load", "parse"}
 
 
 def __getattr__(name: str):
+    """Program, load and parse, and the submodules, imported on first use: `import moac` and
+    `import moac.gpu` must not pull in the compiler (sympy, lark)."""
     if name in _LAZY:
         from . import program
         value = getattr(program, name)
         globals()[name] = value
         return value
-    raise AttributeError(f"module 'moac' has no attribute {name!r}")
+    import importlib
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"{__name__}.{name}":
+            raise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__():

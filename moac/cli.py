@@ -120,6 +120,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("name", nargs="?", help="the example to print (without it: every name and its first comment line)")
     p.add_argument("--path", action="store_true", help="print the example's path (without a name: their folder)")
 
+    p = sub.add_parser("run", add_help=False, help="run GPU bundles on random CUDA tensors, check and time them "
+                       "(python -m moac.gpu; needs torch and a GPU)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="BUNDLE.json [-D NAME=VALUE ...] [--reps N] [--json OUT]")
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["run"]:              # the rest is moac.gpu's command line
+        from .gpu.run import main as run_main
+        return run_main(argv[1:], prog="moac run")
     args = ap.parse_args(argv)
     if args.cmd == "cache":
         from .cache import cache_clear, cache_info

@@ -161,7 +161,7 @@ def compile_command(prog, args, sizes: dict) -> str | None:
 def bundle(art, offload: str, out: Path) -> None:
     """A self-contained GPU bundle beside OUT.c (OUT.cu): the offload library, the runtime
     libraries the target needs (libgomp for OpenACC), and a manifest the runners read
-    (bench/gpu_run.py, bench/gpu_check.py)."""
+    (moac.gpu, bench/gpu_run.py, bench/gpu_check.py)."""
     from .jit.build import build_library, compile_flags, write_atomic
     from .targets import get_target
     onf, sig, src = art.onf, art.signature, art.c_source
@@ -193,6 +193,7 @@ def bundle(art, offload: str, out: Path) -> None:
                                   "i64" if p.kind == "size" else {"float": "f32", "double": "f64"}[onf.ctype])}
                    for p in sig.params],
         "derived": {n: str(e) for n, e in onf.dnf.program.derived},
+        "constraints": [{"cond": str(c.cond), "message": c.message} for c in onf.dnf.program.constraints],
         "flags": flags,
         "traffic_bytes": str(onf.traffic),
         "minimum_bytes": str(onf.minimum),

@@ -154,3 +154,24 @@ class CheckError(MoacError):
     """A compiled result disagrees with the reference interpreter: raised by `moac check`
     for an output whose shape is not the reference's (values beyond the tolerance are
     reported in its lines and exit status 1, not raised)."""
+
+
+def return_code_error(fname: str, rc: int, aligned=()) -> Exception:
+    """The error for a non-zero return code of a generated entry point (the host Kernel and
+    moac.gpu's DeviceKernel report the same): 2 a misaligned packed input (`aligned`: the
+    inputs concerned), 3 sizes too large for 32-bit indices, 4 a failed CUDA launch, 5 no
+    NVIDIA GPU, anything else scratch memory that could not be allocated."""
+    if rc == 5:
+        return DeviceError(f"{fname}: the kernel runs on an NVIDIA GPU and this machine shows none "
+                           "(cudaGetDeviceCount); build a bundle with `moac compile --target cuda --offload "
+                           "nvptx -o OUT.cu` and run it where there is one")
+    if rc == 3:
+        return ArgumentError("these sizes give a buffer of 2^31 elements or more, which a kernel built with "
+                             "32-bit indices cannot address; build it with index_bits=64 (--index-bits 64)")
+    if rc == 2:
+        return ArgumentError(f"{', '.join(aligned) or 'an input'}: the kernel reads these inputs in packed "
+                             "8-byte words, so their data must start at an 8-byte aligned address (pass a copy "
+                             "of an offset view)")
+    if rc == 4:
+        return DeviceError(f"{fname}: a kernel launch failed (cudaGetLastError after the launches)")
+    return MemoryError(f"{fname}: scratch memory could not be allocated")

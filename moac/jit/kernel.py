@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import dtypes
 from ..emit.codegen import Signature
-from ..errors import ArgumentError, DeviceError
+from ..errors import ArgumentError, return_code_error
 from .binding import freeze_binding
 
 NP_DTYPE = {"float": np.float32, "double": np.float64}
@@ -215,19 +215,8 @@ class Kernel:
         return self._ws.ptr
 
     def _check_rc(self, rc: int) -> None:
-        if rc == 0:
-            return
-        if rc == 5:
-            raise DeviceError(f"{self.signature.fname}: the kernel runs on an NVIDIA GPU and this machine shows "
-                              "none (cudaGetDeviceCount); build a bundle with `moac compile --target cuda --offload "
-                              "nvptx -o OUT.cu` and run it where there is one")
-        if rc == 3:
-            raise ArgumentError("these sizes give a buffer of 2^31 elements or more, which a kernel built with "
-                                "32-bit indices cannot address; build it with index_bits=64 (--index-bits 64)")
-        if rc == 2:
-            raise ArgumentError(f"{', '.join(self.aligned)}: the kernel reads these inputs in packed 8-byte words, "
-                                "so their data must start at an 8-byte aligned address (pass a copy of an offset view)")
-        raise MemoryError(f"{self.signature.fname}: scratch memory could not be allocated")
+        if rc != 0:
+            raise return_code_error(self.signature.fname, rc, self.aligned)
 
     def __call__(self, out: dict | None = None, **arrays) -> dict:
         """Run the kernel: inputs by name as numpy arrays, CPU torch tensors or DLPack
