@@ -263,7 +263,10 @@ def child(root: Path, index: int, part: Path, reps: int) -> int:
         return {"calls": calls, "memcpy_memset": summarise(evs), "count": len(evs), "htod_dtoh": len(htod_dtoh),
                 "tensor_sized": len(tensor_sized), "smallest_tensor_bytes": smallest,
                 "control_seen": summarise(control), "profiler_sees_copies": bool(control),
-                "torch_allocations_in_window": a1 - a0, "pass": bool(verdict and control and a1 == a0)}
+                # each call takes its scratch from torch's caching allocator (moac.gpu never keeps
+                # one between calls: CUDA-graph trees refuse that), so at most one per call
+                "torch_allocations_in_window": a1 - a0,
+                "pass": bool(verdict and control and a1 - a0 <= calls)}
     probe(res, "copies", part, copies)
 
     def stream_probe():

@@ -137,7 +137,6 @@ class DeviceKernel:
         if self._ws_fn is not None:
             self._ws_fn.restype = ctypes.c_size_t
             self._ws_fn.argtypes = [ctypes.c_int64] * len(m.size_params)
-        self._ws: dict = {}            # (device index, stream handle) -> uint8 tensor
         self._acc_device = None        # OpenACC: the device libgomp was pointed at
 
     def __repr__(self) -> str:
@@ -241,16 +240,14 @@ class DeviceKernel:
                                 "(move it with .cuda(), or call the host Kernel, moac.load(FILE).compile(...), "
                                 "which takes CPU tensors)")
 
-    def _workspace(self, torch, device, stream: int, nbytes: int) -> int | None:
-        """The scratch for a call on `stream`: a buffer per device and stream, grown when
-        too small (calls on one stream are ordered, so they may share it)."""
-        if nbytes == 0:
-            return None
-        key = (device.index, stream)
-        buf = self._ws.get(key)
-        if buf is None or buf.numel() < nbytes:
-            buf = self._ws[key] = torch.empty(nbytes, dtype=torch.uint8, device=device)
-        return buf.data_ptr()
+    @staticmethod
+    def _workspace(torch, device, nbytes: int):
+        """This call's scratch: a tensor from torch's caching allocator (a few µs), kept alive by
+        the caller until the launch is queued; its memory goes back to the allocator in stream
+        order, so a later allocation on the same stream never overlaps a running kernel.  Never
+        cached between calls: inside a CUDA-graph capture (torch.compile's mode="reduce-
+        overhead" included) nothing may outlive the recording but the outputs."""
+        return torch.empty(nbytes, dtype=torch.uint8, device=device) if nbytes else None
 
     def _acc_ready(self, torch, device) -> None:
         """Point libgomp at the tensors' GPU, in torch's CUDA context, once per device."""
@@ -308,16 +305,17 @@ class Launch:
             stream = torch.cuda.current_stream(dev)
             if k.manifest.stream:
                 handle = stream.cuda_stream
-                rc = k._fn(*self.args, k._workspace(torch, dev, handle, self.ws_bytes), handle)
+                ws = k._workspace(torch, dev, self.ws_bytes)
+                rc = k._fn(*self.args, None if ws is None else ws.data_ptr(), handle)
             else:
                 if torch.cuda.is_current_stream_capturing():
                     raise ArgumentError(f"{k.manifest.function}: an OpenACC bundle cannot be captured in a CUDA graph "
                                         "(libgomp launches on its own queue and waits for it); build the program "
                                         "with --target cuda for graphs")
                 k._acc_ready(torch, dev)
-                ws = k._workspace(torch, dev, 0, self.ws_bytes)
+                ws = k._workspace(torch, dev, self.ws_bytes)
                 stream.synchronize()             # the inputs are written before libgomp's queue reads them
-                rc = k._fn(*self.args, ws)
+                rc = k._fn(*self.args, None if ws is None else ws.data_ptr())
         if rc != 0:
             raise return_code_error(f"{k.manifest.function}_device", rc, self.misaligned)
         return dict(self.results)
