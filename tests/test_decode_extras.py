@@ -305,3 +305,34 @@ def test_counts_at_evaluates_the_clipped_extents():
     onf = example("decode_sinks").onf(sizes=dict(dk=64, dv=32))
     traffic, minimum, _ = counts_at(onf, dict(n=9, s=4, w=8))
     assert minimum == 4 * 96 * 9 + 4 * 96 and traffic >= minimum
+
+
+# --------------------------------------------------------------------------- the prover the clipping relies on
+
+def test_bounds_of_min_and_max_prove_only_what_holds():
+    """core.provably through Min and Max: every relation it proves holds at all sizes 0…6
+    (random relations over n, s, w), and it proves the ones the examples need."""
+    import itertools
+    import random
+    from moac.front.core import provably, size_symbol
+    n, s, w = (size_symbol(x) for x in "nsw")
+    assert provably(sp.Le(sp.Min(n, w), n)) and provably(sp.Le(sp.Min(w, sp.Max(0, n - s)), n))
+    assert provably(sp.Le(sp.Min(n, s) + sp.Min(w, sp.Max(0, n - s)), n))
+    assert not provably(sp.Le(n, sp.Min(n, w))) and not provably(sp.Lt(sp.Min(n, w), n))
+    rng = random.Random(13)
+    atoms = [n, s, w, sp.Integer(0), sp.Integer(1)]
+
+    def term(depth):
+        if depth == 0 or rng.random() < 0.3:
+            return rng.choice(atoms)
+        a, b = term(depth - 1), term(depth - 1)
+        return rng.choice([sp.Min, sp.Max, lambda x, y: x + y, lambda x, y: x - y])(a, b)
+    proved = 0
+    for _ in range(400):
+        rel = rng.choice([sp.Le, sp.Lt, sp.Ge, sp.Gt])(term(3), term(3))
+        if rel in (sp.true, sp.false) or not provably(rel):
+            continue
+        proved += 1
+        for vals in itertools.product(range(7), repeat=3):
+            assert bool(rel.subs(dict(zip((n, s, w), vals)))), (rel, vals)
+    assert proved >= 10                     # 20 with this seed, each through the bounds, none by sympy alone
