@@ -56,6 +56,8 @@ OPS: dict[str, Op] = {o.name: o for o in (
     Op("log", 1, "LOG", "log", "log ", np.log, c_fn="log", python=math.log),
     Op("sqrt", 1, "SQRT", "√", "√", np.sqrt, c_fn="sqrt", python=math.sqrt),
     Op("abs", 1, "ABS", "abs", "abs ", np.abs, c_fn="fabs", python=abs),
+    # the hyperbolic tangent (a logit soft-cap c·tanh(s ÷ c)): C's tanhf / tanh, one flop as exp and log
+    Op("tanh", 1, "TANH", "tanh", "tanh ", np.tanh, c_fn="tanh", python=math.tanh),
     # a float comparison used by the lowering (not a MoA primitive): no flops counted
     Op("gt", 2, None, ">", ">", np.greater, c_infix=">", flops=0, python=operator.gt),
     Op("ne", 2, None, "≠", "≠", np.not_equal, c_infix="!=", flops=0, python=operator.ne),

@@ -67,6 +67,7 @@ CALLS = [   # example, compile-time sizes, sizes of the call, sizes passed by na
     ("decode_gqa", {}, {"hkv": 2, "g": 3, "n": 7, "dk": 4, "dv": 5}, ("hq", "hkv")),
     ("decode_gqa", {"hkv": 2, "g": 3, "dk": 33, "dv": 40}, {"n": 9}, ()),
     ("decode_window", {}, {"n": 20, "w": 6, "dk": 4, "dv": 3}, ("w",)),
+    ("decode_window", {}, {"n": 10, "w": 64, "dk": 4, "dv": 3}, ("w",)),          # a window longer than the cache
     ("decode_window", {"w": 11, "dk": 33, "dv": 65}, {"n": 30}, ()),
     ("decode_step", {}, {"N": 20, "n": 13, "dk": 4, "dv": 3}, ("n",)),
     ("take_reverse", {}, {"n": 5, "m": 4}, ()),
@@ -97,7 +98,6 @@ BAD = [   # example, compile-time sizes, shapes of the inputs, sizes passed by n
     ("decode_gqa", {}, {"Q": (0, 4), "K": (0, 5, 4), "V": (0, 5, 4)}, {}),    # hkv = 0: g undetermined
     ("decode_gqa", {"hkv": 2, "g": 3, "dk": 33, "dv": 40}, {"Q": (8, 33), "K": (2, 5, 33), "V": (2, 5, 40)}, {}),
     ("decode_window", {}, {"q": (4,), "K": (10, 4), "V": (10, 4)}, {}),        # w not given
-    ("decode_window", {}, {"q": (4,), "K": (10, 4), "V": (10, 4)}, {"w": 64}),
     ("decode_step", {}, {"Kc": (8, 4), "Vc": (8, 4), "q": (4,), "k": (4,), "v": (4,)}, {"n": 8}),
     ("take_reverse", {}, {"A": (2, 4)}, {}),
     ("catenate", {}, {"K": (3, 4), "k": (5,), "A": (3, 4), "B": (2, 4)}, {}),

@@ -39,7 +39,16 @@ SIZES = {
     "take_reverse": [dict(n=3, m=1), dict(n=33, m=129)],
     "transpose": [dict(n=1, m=1, p=1), dict(n=33, m=5, p=31)],
     "attention_forward": [dict(m=1, n=1, dk=1, dv=1), dict(m=3, n=130, dk=33, dv=40)],
-    "decode_window": [dict(n=1, w=1, dk=1, dv=1), dict(n=300, w=129, dk=33, dv=65), dict(n=40, w=40, dk=4, dv=4)],
+    "decode_window": [dict(n=1, w=1, dk=1, dv=1), dict(n=300, w=129, dk=33, dv=65), dict(n=40, w=40, dk=4, dv=4),
+                      dict(n=5, w=40, dk=3, dv=2), dict(n=0, w=3, dk=2, dv=2)],     # the window longer than the cache
+    # the sinks and the window: n < s, s < n < s + w, n > s + w, no sinks, no window, an empty cache
+    "decode_sinks": [dict(n=3, s=4, w=8, dk=2, dv=3), dict(n=9, s=4, w=8, dk=5, dv=4),
+                     dict(n=300, s=4, w=129, dk=33, dv=65), dict(n=40, s=0, w=7, dk=4, dv=4),
+                     dict(n=40, s=3, w=0, dk=4, dv=4), dict(n=0, s=2, w=2, dk=3, dv=3)],
+    # lse beside out: one token, many, an empty cache, no values (dv = 0: lse alone)
+    "decode_lse": [dict(B=1, hkv=1, g=1, n=1, dk=1, dv=1), dict(B=2, hkv=2, g=3, n=130, dk=33, dv=40),
+                   dict(B=1, hkv=2, g=2, n=0, dk=4, dv=4), dict(B=2, hkv=1, g=4, n=9, dk=8, dv=0)],
+    "decode_softcap": [dict(B=1, hkv=1, g=1, n=1, dk=1, dv=1, cap=1), dict(B=2, hkv=2, g=3, n=130, dk=33, dv=40, cap=2)],
     "decode_gqa": [dict(hkv=1, g=1, n=1, dk=1, dv=1), dict(hkv=2, g=3, n=130, dk=33, dv=40),
                    dict(hkv=3, g=1, n=17, dk=128, dv=128), dict(hkv=1, g=5, n=40, dk=16, dv=8)],
 }
@@ -61,6 +70,9 @@ FIXED = {
     "transpose": dict(n=33, m=5, p=31),
     "attention_forward": dict(m=3, dk=33, dv=40),
     "decode_window": dict(w=11, dk=33, dv=65),
+    "decode_sinks": dict(s=4, w=11, dk=33, dv=65),
+    "decode_lse": dict(hkv=2, g=3, dk=33, dv=40),
+    "decode_softcap": dict(hkv=2, g=3, dk=33, dv=40, cap=30),
     "decode_gqa": dict(hkv=2, g=3, dk=33, dv=40),
     "decode_step": dict(N=40, dk=33, dv=65),
 }

@@ -40,5 +40,5 @@ def test_python_division_is_ieee():
 
 def test_monadic_meanings():
     assert [monadic(o) for o in ("sub", "div", "exp", "max", "rho")] == ["neg", "recip", "exp", None, None]
-    assert MONADIC_ONLY == {"exp", "log", "sqrt", "abs", "iota", "reverse", "rav", "tau", "delta"}
+    assert MONADIC_ONLY == {"exp", "log", "sqrt", "abs", "tanh", "iota", "reverse", "rav", "tau", "delta"}
     assert STATIC_LEFT == {"psi", "rho", "take", "drop", "transpose", "gamma", "gammacol", "gammainv"}

@@ -21,7 +21,7 @@ from .ir import (DNF, DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt, Trace
                  fmt_vec, format_expr, index_var)
 from .reshape import reshape_index, simplify_index
 from .verify import verify_dnf
-from .walk import canonical_key, free_index_vars, has_reduce, map_children, substitute
+from .walk import canonical_key, free_index_vars, has_reduce, map_children, reads, substitute
 
 
 def core_text(c: C.Core) -> str:
@@ -310,6 +310,61 @@ def rename_bound(e, ctx: _Ctx, sub: dict):
     return substitute(e, sub)               # a read, a constant or an index value
 
 
+def _temp_key(e, free: tuple):
+    return canonical_key(e, {v: sp.Symbol(f"_f{k}") for k, v in enumerate(free)}), len(free)
+
+
+def _share_temporaries(ctx: _Ctx) -> tuple:
+    """Every reduction equal to a kept temporary (up to bound-variable names, over the same
+    extents of its free variables) reads that temporary instead.  Scalar extension keeps a
+    reduction only where it is reused across an array; the same reduction used once per
+    element elsewhere (a row's log-sum-exp, m + log z, beside the softmax that keeps m and
+    z) is then computed once, not twice.  A temporary read by a statement before the place
+    it was kept moves up to just before that statement; otherwise the order is kept.  A
+    reduction that is a statement's whole value stays as it is: reading the temporary
+    would only copy it."""
+    temps = {}                  # key -> temporary statement
+    for st in ctx.stmts:
+        if st.role == "temp":
+            temps[_temp_key(st.body, st.vars)] = st
+
+    def rewrite(e, enclosing: dict, top: bool = False):
+        match e:
+            case DReduce(op=op, var=v, extent=ext, body=b):
+                free = tuple(x for x in enclosing if x in free_index_vars(e))
+                t = None if top else temps.get(_temp_key(e, free))
+                if t is not None and C.same_shape(t.shape, tuple(enclosing[x] for x in free)):
+                    after = f"{fmt_vec(free)}ψ{t.name}" if free else t.name
+                    ctx.trace.append(TraceStep("reuse-temporary", format_expr(e), after))
+                    return DRead(t.name, free)
+                return DReduce(op, v, ext, rewrite(b, {**enclosing, v: ext}))
+            case DOp() | DSelect():
+                return map_children(e, lambda a: rewrite(a, enclosing))
+        return e
+
+    new = {}
+    for st in ctx.stmts:
+        body = rewrite(st.body, dict(zip(st.vars, st.shape)), top=True)
+        new[st.name, st.role] = DStmt(st.name, st.vars, st.shape, body, st.role)
+    by_name = {st.name: new[st.name, st.role] for st in ctx.stmts if st.role == "temp"}
+    out, done = [], set()
+
+    def emit(st):
+        for r in reads(st.body):
+            if r.array in by_name and r.array not in done and by_name[r.array] is not st:
+                done.add(r.array)
+                emit(by_name[r.array])
+        out.append(st)
+
+    for st in ctx.stmts:
+        if st.role == "temp":
+            if st.name in done:
+                continue
+            done.add(st.name)
+        emit(new[st.name, st.role])
+    return tuple(out)
+
+
 def to_dnf(program: C.CoreProgram) -> DNF:
     """ψ-reduce every output of a core program to its DNF (verified when MOAC_VERIFY=1)."""
     ctx = _Ctx(program)
@@ -323,7 +378,8 @@ def to_dnf(program: C.CoreProgram) -> DNF:
                 ctx.scope[v] = n
             body = psi_reduce(node.arg, vars_, ctx)
             ctx.stmts.append(DStmt(name, vars_, node.shape, body, role))
-    d = DNF(program, tuple(ctx.stmts), tuple(ctx.trace))
+    stmts = _share_temporaries(ctx)
+    d = DNF(program, stmts, tuple(ctx.trace))
     if os.environ.get("MOAC_VERIFY") == "1":
         verify_dnf(d)
     return d

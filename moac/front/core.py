@@ -209,9 +209,43 @@ def show_shape(shape: Shape) -> str:
 
 
 def provably(cond) -> bool:
-    """True when sympy can decide the relation holds for all non-negative sizes."""
+    """True when the relation holds for all non-negative sizes: sympy decides it, or it is
+    an inequality that the bounds of its minima and maxima decide (see `_bounded`)."""
     c = sp.sympify(cond)
-    return c is sp.true or c == True  # noqa: E712
+    if c is sp.true or c == True:  # noqa: E712
+        return True
+    if isinstance(c, sp.And):
+        return all(provably(a) for a in c.args)
+    if isinstance(c, (sp.LessThan, sp.StrictLessThan, sp.GreaterThan, sp.StrictGreaterThan)) and \
+            c.has(sp.Min, sp.Max):
+        small, big = (c.lhs, c.rhs) if isinstance(c, (sp.LessThan, sp.StrictLessThan)) else (c.rhs, c.lhs)
+        return _bounded(big - small, isinstance(c, (sp.StrictLessThan, sp.StrictGreaterThan)))
+    return False
+
+
+def _bounded(e, strict: bool, depth: int = 0) -> bool:
+    """e ≥ 0 (e > 0 if strict) for all non-negative sizes, through one Min or Max M that e
+    holds linearly, e = c·M + r with c a number: each argument a of M bounds it (Min ≤ a,
+    Max ≥ a), so where c·M ≥ c·a (a Min with c < 0, a Max with c > 0) it suffices that
+    r + c·a ≥ 0 for one argument, and otherwise, M being one of its arguments, for every one.
+    n − Min(n, w) ≥ 0 holds by the first argument; Min(w, Max(0, n − s)) ≤ n by both."""
+    e = sp.expand(e)
+    if (e.is_positive if strict else e.is_nonnegative):
+        return True
+    if depth >= 4:
+        return False
+    for m in sorted(e.atoms(sp.Min, sp.Max), key=sp.default_sort_key):
+        c = e.coeff(m)
+        r = sp.expand(e - c * m)
+        if not c.is_number or c == 0 or r.has(m):
+            continue
+        cases = [_bounded(r + c * a, strict, depth + 1) for a in m.args]
+        if (c < 0) == isinstance(m, sp.Min):
+            if any(cases):
+                return True
+        elif all(cases):
+            return True
+    return False
 
 
 def provably_false(cond) -> bool:

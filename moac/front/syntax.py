@@ -250,7 +250,7 @@ class _ToAST(lark.Transformer):
 
 KEYWORDS = {
     "max": "MAX", "min": "MIN", "pow": "POW", "exp": "EXP", "log": "LOG", "sqrt": "SQRT",
-    "abs": "ABS", "psi": "PSI", "rho": "RHO", "iota": "IOTA", "gamma": "GAMMA",
+    "abs": "ABS", "tanh": "TANH", "psi": "PSI", "rho": "RHO", "iota": "IOTA", "gamma": "GAMMA",
     "gammacol": "GAMMACOL", "transpose": "TRANSPOSE", "tr": "TRANSPOSE", "take": "TAKE",
     "drop": "DROP", "reverse": "REVERSE", "rev": "REVERSE", "cat": "CAT", "red": "RED",
     "omega": "OMEGA", "outer": "OUTER", "f32": "DTYPE", "f64": "DTYPE", "f16": "DTYPE",

@@ -17,7 +17,8 @@ import sympy as sp
 from .. import ops
 from ..dtypes import BYTES as DTYPE_BYTES
 from ..front.sizes import resolve
-from .index import footprint, gamma, gamma_text, lane_diff, narrow_update, needed_reads, size_key, verdict
+from .index import (footprint, gamma, gamma_text, lane_diff, narrow_update, narrowed, needed_reads, size_key,
+                    union_footprint, verdict)
 from .ir import Guard, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, Unpack, expr_reads, Prefetch
 
 
@@ -34,6 +35,7 @@ class Access:
     diff: sp.Expr | None # γ-difference between adjacent lanes
     extents: tuple = ()  # (variable, number of values) where the access happens, guards applied
     packed: int = 1      # elements each lane loads at once (a packed load)
+    starts: tuple = ()   # (variable, first value) where a guard v < a leaves v ≥ a (else 0)
 
     @property
     def verdict(self) -> str:
@@ -102,53 +104,56 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
     accesses, loops = [], []
     flops = [sp.Integer(0)]
 
-    def access(a, write: bool, lanes, ext: dict, packed: int = 1):
+    def access(a, write: bool, lanes, ext: dict, lo: dict, packed: int = 1):
         buf = bufs[a.array]
         off = gamma(a.index, buf.shape)
         accesses.append(Access(kernel.name, a.array, off, a.index, a.logical, gamma_text(a.index, buf.shape), write,
                                lanes.name if lanes is not None else None,
-                               lane_diff(off, lanes) if lanes is not None else None, tuple(ext.items()), packed))
+                               lane_diff(off, lanes) if lanes is not None else None, tuple(ext.items()), packed,
+                               tuple(lo.items())))
 
-    def expr(e, trip, lanes, ext):
+    def expr(e, trip, lanes, ext, lo):
         flops[0] += trip * _expr_flops(e)
         for r in expr_reads(e, []):
-            access(r, False, lanes, ext)
+            access(r, False, lanes, ext, lo)
 
-    def walk(body, trip, lanes, ext: dict, depth: int):
+    def walk(body, trip, lanes, ext: dict, lo: dict, depth: int):
         for st in body:
             match st:
                 case Let(value=v) | Set(value=v):
                     if v is not None:
-                        expr(v, trip, lanes, ext)
+                        expr(v, trip, lanes, ext, lo)
                 case LetIndex() | Prefetch():
                     pass
                 case Unpack():
-                    access(st, False, lanes, ext, st.width)
+                    access(st, False, lanes, ext, lo, st.width)
                 case Store(value=v):
-                    expr(v, trip, lanes, ext)
-                    access(st, True, lanes, ext)
+                    expr(v, trip, lanes, ext, lo)
+                    access(st, True, lanes, ext, lo)
                 case Guard(cond=c, then=t, other=o):
                     c = sp.sympify(c)
                     if isinstance(c, sp.StrictLessThan) and c.lhs in ext:
-                        v, a = c.lhs, c.rhs
-                        walk(t, trip, lanes, {**ext, v: a}, depth)
-                        walk(o, trip, lanes, {**ext, v: ext[v] - a}, depth)
+                        then, other = narrowed(c, ext, lo)
+                        walk(t, trip, lanes, *then, depth)
+                        walk(o, trip, lanes, *other, depth)
                     else:
-                        walk(t, trip, lanes, ext, depth)
-                        walk(o, trip, lanes, ext, depth)
+                        walk(t, trip, lanes, ext, lo, depth)
+                        walk(o, trip, lanes, ext, lo, depth)
                 case Loop():
                     loops.append(LoopInfo(st.var.name, sp.sympify(st.extent), st.level, st.note, depth))
                     inner = (st.lanes or st.var) if st.level == "vector" else lanes
-                    walk(st.body, trip * st.count, inner, {**ext, **dict(st.binds)}, depth + 1)
+                    binds = dict(st.binds)
+                    walk(st.body, trip * st.count, inner, {**ext, **binds},
+                         {v: x for v, x in lo.items() if v not in binds}, depth + 1)
                 case Serial(body=b) | Scope(body=b):
-                    walk(b, trip, lanes, ext, depth)
+                    walk(b, trip, lanes, ext, lo, depth)
                 case _:
                     raise TypeError(st)
 
-    walk(kernel.body, sp.Integer(1), None, dict(kernel.domain), 0)
+    walk(kernel.body, sp.Integer(1), None, dict(kernel.domain), {}, 0)
     arrays = tuple(sorted({a.array for a in accesses}))
     gang_traffic = _gang_traffic(s, kernel, accesses, bufs)
-    traffic, scratch = _kernel_bytes(accesses, bufs, lambda a: dict(a.extents))
+    traffic, scratch = _kernel_bytes(accesses, bufs, lambda a: dict(a.extents), lambda a: dict(a.starts))
     return KernelCounts(kernel.name, kernel.comment, tuple(loops), tuple(accesses), arrays, sp.expand(flops[0]),
                         sp.expand(traffic), sp.expand(scratch), gang_traffic)
 
@@ -174,9 +179,11 @@ def _gang_traffic(s: Schedule, kernel, accesses: list, bufs: dict) -> sp.Expr:
     return sp.expand(iters * _kernel_bytes(accesses, bufs, per_gang)[0])
 
 
-def _kernel_bytes(accesses: list, bufs: dict, extents) -> tuple:
-    """(DRAM bytes, of which scratch): per buffer and direction the largest footprint of
-    its accesses over `extents(access)`, at most the buffer."""
+def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None) -> tuple:
+    """(DRAM bytes, of which scratch): per buffer and direction the elements its accesses
+    touch over `extents(access)`: with `starts(access)` (where guards begin the variables)
+    the union of their footprints (index.union_footprint), without it the largest one; at
+    most the buffer."""
     total, scratch = sp.Integer(0), sp.Integer(0)
     for arr in sorted({a.array for a in accesses}):
         buf = bufs[arr]
@@ -185,8 +192,11 @@ def _kernel_bytes(accesses: list, bufs: dict, extents) -> tuple:
         for write in (False, True):
             accs = [a for a in accesses if a.array == arr and a.write == write]
             if accs:
-                fps = [footprint(a.logical, buf.shape, extents(a)) for a in accs]
-                moved = min(max(fps, key=size_key), buf.size, key=size_key) * DTYPE_BYTES[buf.dtype]
+                if starts is None:
+                    fp = max((footprint(a.logical, buf.shape, extents(a)) for a in accs), key=size_key)
+                else:
+                    fp = union_footprint([(a.logical, extents(a), starts(a)) for a in accs], buf.shape)
+                moved = min(fp, buf.size, key=size_key) * DTYPE_BYTES[buf.dtype]
                 total += moved
                 if buf.role == "scratch":
                     scratch += moved

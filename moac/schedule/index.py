@@ -82,35 +82,109 @@ def footprint(index: tuple, shape: tuple, extents: dict) -> sp.Expr:
     return size if (over.is_nonnegative or (over.is_number and over >= 0)) else total
 
 
-def needed_reads(d: DNF, subs: dict) -> dict:
-    """For each input, the elements the outputs depend on (the DNF's read footprint)."""
-    shapes = {i.name: tuple(sp.sympify(x).xreplace(subs) for x in i.shape) for i in d.program.inputs}
-    need: dict = {}
+def _box(index: tuple, extents: dict, starts: dict):
+    """The ψ-selection's elements as a box, one half-open interval [lo, hi) per axis, when
+    every component is a constant or v + c, c − v of one variable v running over
+    [start, start + extent); None otherwise."""
+    box = []
+    for i in index:
+        i = sp.sympify(i)
+        syms = [v for v in i.free_symbols if v in extents]
+        if not syms:
+            box.append((i, i + 1))
+            continue
+        if len(syms) != 1:
+            return None
+        v = syms[0]
+        lo, n = sp.sympify(starts.get(v, 0)), sp.sympify(extents[v])
+        step = sp.expand(i.xreplace({v: v + 1}) - i)
+        first = sp.expand(i.xreplace({v: lo}))
+        if step == 1:
+            box.append((first, sp.expand(first + n)))
+        elif step == -1:
+            box.append((sp.expand(first - n + 1), sp.expand(first + 1)))
+        else:
+            return None
+    return tuple(box)
 
-    def walk(e, ext):
+
+def _provably_le(a, b) -> bool:
+    from ..front.core import provably
+    return provably(sp.Le(sp.expand(a - b), 0))
+
+
+def union_footprint(accesses: list, shape: tuple) -> sp.Expr:
+    """Distinct elements that several ψ-selections of one array touch together: each is
+    (index, extents, starts).  Boxes (`_box`) that are equal count once, a box inside
+    another not at all, and boxes that are pairwise disjoint on some axis add up (the two
+    sides of a catenation that read one array: a cache's first rows and its last ones).
+    Where that does not decide it, the largest single footprint, as for one access."""
+    fps = [footprint(idx, shape, ext) for idx, ext, _ in accesses]
+    largest = max(fps, key=size_key)
+    if len(accesses) == 1:
+        return largest
+    boxes = [_box(idx, ext, st) for idx, ext, st in accesses]
+    if any(b is None for b in boxes):
+        return largest
+    distinct: list = []
+    for b in boxes:
+        if not any(all(sp.expand(x[0] - y[0]) == 0 and sp.expand(x[1] - y[1]) == 0 for x, y in zip(b, c))
+                   for c in distinct):
+            distinct.append(b)
+
+    def inside(b, c):
+        return all(_provably_le(y[0], x[0]) and _provably_le(x[1], y[1]) for x, y in zip(b, c))
+    distinct = [b for k, b in enumerate(distinct) if not any(k != j and inside(b, c) and not inside(c, b)
+                                                              for j, c in enumerate(distinct))]
+    for k, b in enumerate(distinct):
+        for c in distinct[k + 1:]:
+            if not any(_provably_le(x[1], y[0]) or _provably_le(y[1], x[0]) for x, y in zip(b, c)):
+                return largest
+    total = sp.expand(sum((sp.Mul(*[hi - lo for lo, hi in b]) for b in distinct), sp.Integer(0)))
+    size = sp.Mul(*shape) if shape else sp.Integer(1)
+    over = sp.expand(total - size)
+    return size if (over.is_nonnegative or (over.is_number and over >= 0)) else total
+
+
+def needed_reads(d: DNF, subs: dict) -> dict:
+    """For each input, the elements the outputs depend on (the DNF's read footprint): the
+    union of its reads' footprints (`union_footprint`)."""
+    shapes = {i.name: tuple(sp.sympify(x).xreplace(subs) for x in i.shape) for i in d.program.inputs}
+    found: dict = {}
+
+    def walk(e, ext, lo):
         match e:
             case DRead(array=a, index=idx) if a in shapes:
-                f = footprint(tuple(sp.sympify(x).xreplace(subs) for x in idx), shapes[a], ext)
-                if a not in need or size_key(f) > size_key(need[a]):
-                    need[a] = f
+                found.setdefault(a, []).append((tuple(sp.sympify(x).xreplace(subs) for x in idx), ext, lo))
             case DOp(args=args):
                 for x in args:
-                    walk(x, ext)
+                    walk(x, ext, lo)
             case DReduce(var=v, extent=n, body=b):
-                walk(b, {**ext, v: sp.sympify(n).xreplace(subs)})
+                walk(b, {**ext, v: sp.sympify(n).xreplace(subs)}, {k: x for k, x in lo.items() if k != v})
             case DSelect(cond=c, then=t, other=o):
                 c = sp.sympify(c).xreplace(subs)
                 if isinstance(c, sp.StrictLessThan) and c.lhs in ext:
-                    walk(t, {**ext, c.lhs: c.rhs})
-                    walk(o, {**ext, c.lhs: ext[c.lhs] - c.rhs})
+                    then, other = narrowed(c, ext, lo)
+                    walk(t, *then)
+                    walk(o, *other)
                 else:
-                    walk(t, ext)
-                    walk(o, ext)
+                    walk(t, ext, lo)
+                    walk(o, ext, lo)
 
     for st in d.stmts:
         body, starts = narrow_update(st, st.body)
-        walk(body, {v: sp.sympify(n - starts.get(v, 0)).xreplace(subs) for v, n in zip(st.vars, st.shape)})
-    return need
+        walk(body, {v: sp.sympify(n - starts.get(v, 0)).xreplace(subs) for v, n in zip(st.vars, st.shape)},
+             {v: sp.sympify(starts[v]).xreplace(subs) for v in st.vars if v in starts})
+    return {a: union_footprint(accs, shapes[a]) for a, accs in found.items()}
+
+
+def narrowed(cond, ext: dict, lo: dict) -> tuple:
+    """The (extents, starts) of the two branches of a guard v < a, for v running over
+    [lo, lo + extent): [lo, a) and [a, lo + extent)."""
+    v, a = cond.lhs, cond.rhs
+    start = sp.sympify(lo.get(v, 0))
+    return (({**ext, v: sp.expand(a - start)}, lo),
+            ({**ext, v: sp.expand(start + ext[v] - a)}, {**lo, v: a}))
 
 
 def size_key(e):

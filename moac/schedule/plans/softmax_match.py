@@ -5,7 +5,8 @@
     o = Σ_l exp(E_l − m) · W_l     (log-sum-exp with a weighted sum: (m, z, o) merge)
     out = o ÷ z
 
-whose combine rules are all monoids, so the axis can be split into chunks and the
+(and, beside the contraction, any outputs that are functions of m and z alone, row by row:
+the log-sum-exp m + log z), whose combine rules are all monoids, so the axis can be split into chunks and the
 chunks' partial states merged (moac.schedule.monoids).  The output may be written in
 any of the equivalent forms the algebra allows: the normalisation ÷ z inside the sum
 (Σ_l (e_l ÷ z)·W_l, what `softmax s +.× V` gives) or outside it ((Σ_l e_l·W_l) ÷ z),
@@ -18,8 +19,10 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from ...dnf import DOp, DRead, DReduce, DStmt, canonical_key, free_index_vars
+from ...dnf import DOp, DRead, DReduce, DStmt, canonical_key, free_index_vars, reads
 from ...dnf import substitute
+from ...dnf.walk import has_reduce
+from ...front import core as C
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,7 @@ class SoftmaxContraction:
     N: object
     E: object             # score expression in terms of l (and out's vars)
     W: object             # weight expression in terms of l and out's vars
+    rows: tuple = ()      # outputs of m and z alone, indexed like them (a log-sum-exp m + log z)
 
 
 def _factors(e, num: list, den: list):
@@ -72,12 +76,23 @@ def _split_terms(body, temps: dict):
     return E, mr, _product(rest), (den[0] if den else None)
 
 
+def _of_temps_alone(st: DStmt, temps: dict) -> bool:
+    """Whether every element of st is a function of the temporaries at st's own index (no
+    reduction, no other read): ⟨i⟩ψlse = ⟨i⟩ψm + log(⟨i⟩ψz)."""
+    rs = reads(st.body)
+    return bool(rs) and not has_reduce(st.body) and all(r.array in temps and tuple(r.index) == tuple(st.vars)
+                                                        for r in rs)
+
+
 def match_softmax(stmts: tuple):
     """A SoftmaxContraction, or the reason there is none."""
     outs = [s for s in stmts if s.role == "output"]
     temps = {s.name: s for s in stmts if s.role == "temp"}
+    rows = [s for s in outs if _of_temps_alone(s, temps)] if len(temps) == 2 else []
+    outs = [s for s in outs if s not in rows]
     if len(outs) != 1:
-        return f"{len(outs)} outputs (the plan computes one)"
+        return f"{len(outs)} outputs (the plan computes one" + (
+            ", besides those of the maximum and the sum alone)" if rows else ")")
     if len(temps) != 2:
         return f"{len(temps)} stored temporaries, not the two of a softmax (its maximum and its sum)"
     out = outs[0]
@@ -110,4 +125,9 @@ def match_softmax(stmts: tuple):
     want = DReduce("add", l, N, DOp("exp", (DOp("sub", (E, DRead(m.name, frame))),)))
     if canonical_key(want) != canonical_key(substitute(z.body, dict(zip(z.vars, frame)))):
         return f"temporary {z.name} is not Σ exp(E − {m.name}) over the contracted axis"
-    return SoftmaxContraction(m, z, out, frame, tuple(out.vars[len(frame):]), l, N, E, W)
+    for r in rows:
+        if not C.same_shape(tuple(r.shape), tuple(out.shape[:len(frame)])):
+            return f"output {r.name} of the maximum and the sum is not indexed like them"
+        if len(out.vars) - len(frame) > 1:
+            return f"output {r.name} of the maximum and the sum beside a contraction with several remaining axes"
+    return SoftmaxContraction(m, z, out, frame, tuple(out.vars[len(frame):]), l, N, E, W, tuple(rows))

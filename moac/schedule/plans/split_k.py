@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 import sympy as sp
 
-from ...dnf import fmt_index, reads
+from ...dnf import fmt_index, reads, substitute
 from ..index import internal
 from ..ir import Choice, Const, Guard, Kernel, LetIndex, Lift, Local, Loop, Op, Read, Select, Serial, Store
 from ..choices import CHUNK, CHUNKS_PER_FRAME, MIN_CHUNK
-from ..lower import Names, logical, read
+from ..lower import Names, logical, lower, read
 from ..monoids import lse_fold_lanes
 from . import generic
 from .generic import VECTOR, gang_nest, outer_reductions
@@ -181,17 +181,40 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
             value = Select(Op("ne", (Local("Z"), Const(0.0))), Op("div", (Local(acc), Local("Z"))), Const(0.0))
             st = Store(at.out.name, out_idx, tuple(at.out.vars), value)
             stores.append(st if cond is True else Guard(cond, (st,)))
-        body4: tuple = fold + tuple(stores)
+        # outputs of M and Z alone (a log-sum-exp) are written once per frame, by the gang db = 0
+        # (match_softmax takes them only beside a contraction with one remaining axis)
+        row = _row_stores(ctx, at, names)
+        row_stores = (Guard(sp.Eq(db, 0), row),) if row else ()
+        body4: tuple = fold + tuple(stores) + row_stores
         body4 = seq_over(rest[:-1], rest_ext[:-1], body4)
-        loops2.append((db, sp.ceiling(n_last / R), f"lifted output axis {last.name}: ⟨{fmt_index(n_last)}⟩ → "
+        blocks = sp.ceiling(n_last / R)
+        if at.rows:
+            blocks = sp.Max(1, blocks)      # the gang that writes the rows exists even where n_last = 0
+        loops2.append((db, blocks, f"lifted output axis {last.name}: ⟨{fmt_index(n_last)}⟩ → "
                        f"⟨⌈{fmt_index(n_last)}/{R}⌉ {R}⟩, {last.name} = {R}·db + r", sp.Integer(0), n_last / R))
         ctx.lifts.append(Lift(last.name, n_last, R, "db", "r", guarded,
                               f"combine kernel: gang × registers, {last.name} = db·{R} + r; lanes over the partials"))
     else:
         fold = lse_fold_lanes(g, G, [lambda gx: read("@o_part", tuple(frame) + (gx,))], read_m, read_z, ["o0"])
         value = Select(Op("ne", (Local("Z"), Const(0.0))), Op("div", (Local("o0"), Local("Z"))), Const(0.0))
-        body4 = fold + (Store(at.out.name, tuple(at.out.vars), tuple(at.out.vars), value),)
+        body4 = fold + (Store(at.out.name, tuple(at.out.vars), tuple(at.out.vars), value),) + _row_stores(ctx, at, names)
     nest2 = gang_nest(loops2, body4) if loops2 else (Serial(body4),)
     domain2 = tuple(zip(frame, frame_ext)) + ((g, G),) + tuple(zip(rest, rest_ext))
-    ctx.kernels.append(Kernel("k2_combine", "log-sum-exp merge of the chunk partials", domain2, nest2))
+    ctx.kernels.append(Kernel("k2_combine", "log-sum-exp merge of the chunk partials"
+                              + "".join(f", {r.name}" for r in at.rows), domain2, nest2))
+
+
+def _row_stores(ctx, at: SoftmaxContraction, names) -> tuple:
+    """The outputs of the maximum and the sum alone (⟨frame⟩ψlse = ⟨frame⟩ψm + log(⟨frame⟩ψz)),
+    from the combine's M = max_l E_l and Z = Σ_l exp(E_l − M): the whole axis's m and z."""
+    frame = tuple(at.frame)
+    loaded = {(at.m.name, frame): "M", (at.z.name, frame): "Z"}
+    out = []
+    for r in at.rows:
+        ctx.add_buffer(r.name, "output", ctx.spec(tuple(r.shape)))
+        body = substitute(ctx.spec_expr(r.body), dict(zip(r.vars, frame)))
+        pre, x = lower(body, names, reads=loaded)
+        out += list(pre) + [Store(r.name, frame, frame, x)]
+        ctx.notes.append(f"output {r.name} is written by the combine from the whole axis's maximum M and sum Z")
+    return tuple(out)
 
