@@ -133,6 +133,7 @@ class DeviceKernel:
         fn.argtypes = ([ctypes.c_int64 if p["kind"] == "size" else ctypes.c_void_p for p in m.params]
                        + [ctypes.c_void_p] * (2 if m.stream else 1))
         self._fn = fn
+        self._plans: dict = {}         # (input shapes, sizes by name) -> (sizes, output shapes, scratch bytes)
         self._ws_fn = getattr(self._lib, f"{m.function}_workspace_bytes", None)
         if self._ws_fn is not None:
             self._ws_fn.restype = ctypes.c_size_t
@@ -184,8 +185,17 @@ class DeviceKernel:
                 raise ArgumentError(f"input '{name}' is on {t.device} and input '{first}' on {device}: the tensors "
                                     "of one call must be on one device")
             arrays[name] = t
-        sizes = m.binder.bind({n: tuple(t.shape) for n, t in arrays.items()},
-                              {k: v for k, v in tensors.items() if k not in arrays})
+        given = {k: v for k, v in tensors.items() if k not in arrays}
+        key = (tuple(tuple(t.shape) for t in arrays.values()), tuple(sorted(given.items())))
+        plan = self._plans.get(key)
+        if plan is None:                 # the binding of these shapes, worked out once
+            sizes = m.binder.bind({n: tuple(t.shape) for n, t in arrays.items()}, given)
+            shapes = {name: m.binder.shape(m.array[name]["shape"], sizes) for name in m.outputs}
+            ws = int(self._ws_fn(*(sizes[n] for n in m.size_params))) if self._ws_fn is not None else 0
+            if len(self._plans) >= 256:
+                self._plans.clear()
+            plan = self._plans[key] = (sizes, shapes, ws)
+        sizes, shapes, ws_bytes = plan
         for u in m.updated:
             for name, t in arrays.items():
                 if name != u and _overlap(arrays[u], t):
@@ -199,7 +209,7 @@ class DeviceKernel:
         outs = {}
         for name in m.outputs:
             p = m.array[name]
-            shape = m.binder.shape(p["shape"], sizes)
+            shape = shapes[name]
             dtype = getattr(torch, DTYPES[p["dtype"]])
             if name in out:
                 t = out[name]
@@ -218,7 +228,6 @@ class DeviceKernel:
             outs[name] = t
         bound = {**arrays, **outs}
         args = [sizes[p["name"]] if p["kind"] == "size" else bound[p["name"]].data_ptr() for p in m.params]
-        ws_bytes = int(self._ws_fn(*(sizes[n] for n in m.size_params))) if self._ws_fn is not None else 0
         results = {**outs, **{u: arrays[u] for u in m.updated}}
         misaligned = tuple(n for n, t in arrays.items() if t.data_ptr() % 8)
         return Launch(self, torch, device, args, ws_bytes, results, misaligned, sizes)
