@@ -26,8 +26,8 @@ def _is_torch(x) -> bool:
 
 def as_array(name: str, x):
     """A numpy view of an argument, no copy: numpy arrays as they are, CPU torch tensors
-    (bf16 as its bit patterns), anything else with __dlpack__ through numpy.  (array,
-    is_torch)."""
+    (bf16 and float8 as their bit patterns), anything else with __dlpack__ through numpy.
+    (array, is_torch)."""
     if isinstance(x, np.ndarray):
         return x, False
     if _is_torch(x):
@@ -38,6 +38,8 @@ def as_array(name: str, x):
         t = x.detach()
         if t.dtype == torch.bfloat16:
             return t.view(torch.int16).numpy().view(np.uint16), True
+        if t.dtype in (getattr(torch, "float8_e4m3fn", None), getattr(torch, "float8_e5m2", None)):
+            return t.view(torch.uint8).numpy(), True          # the bit patterns, as f8e4m3 / f8e5m2 take them
         try:
             return t.numpy(), True
         except TypeError as e:

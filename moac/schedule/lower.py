@@ -24,7 +24,7 @@ class Context:
         self.subs = resolve(prog, sizes)                  # symbol -> Integer, derived sizes solved
         self.fixed = {s.name: int(v) for s, v in self.subs.items()}
         dtypes = {i.dtype for i in prog.inputs}
-        # arithmetic in f64 if any input is f64, else in f32 (f16 and bf16 are widened on load)
+        # arithmetic in f64 if any input is f64, else in f32 (narrower storage is widened on load)
         self.dtype = "f64" if "f64" in dtypes else "f32"
         self.buffers: dict = {}
         for i in prog.inputs:
