@@ -222,3 +222,31 @@ def test_numpy_fallback_when_ml_dtypes_is_missing(monkeypatch):
     assert dtypes.fp8_values(np.array([0x38, 0x2A, 0x01], np.uint8)).tolist() == [1.0, 0.3125, 2.0 ** -9]
     r = dtypes.random("f8e4m3", np.random.default_rng(0), (5,))
     assert r.dtype == np.uint8 and r.shape == (5,)
+
+
+# --------------------------------------------------------------------------- moac cost
+
+@pytest.mark.parametrize("example, sizes, batch", [
+    ("decode_gqa", ["-D", "hq=32", "-D", "hkv=8", "-D", "dk=128", "-D", "dv=128"], 1),
+    ("decode_gqa_batched", ["-D", "B=32", "-D", "hq=32", "-D", "hkv=8", "-D", "dk=128", "-D", "dv=128", "-D", "n=4096"],
+     32),
+])
+def test_cost_of_8bit_kv_halves_bytes_and_doubles_intensity(example, sizes, batch):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+
+    def cost(kv):
+        r = subprocess.run([sys.executable, "-m", "moac", "cost", f"examples/{example}.moa", *sizes, "--kv-dtype", kv,
+                            "--json"], cwd=root, capture_output=True, text=True, check=True)
+        return json.loads(r.stdout)
+    b16, f8, i8, f32 = cost("bf16"), cost("f8e4m3"), cost("i8"), cost("f32")
+    assert f8["storage"] == {"K": "f8e4m3", "V": "f8e4m3"}
+    kv16, kv8 = b16["kv_bytes_per_token"]["value"], f8["kv_bytes_per_token"]["value"]
+    assert kv16 == batch * 2 * 8 * 128 * 2             # sequences × K and V × 8 KV heads × head dim 128 × 2 bytes
+    assert kv8 * 2 == kv16 and i8["kv_bytes_per_token"]["value"] == kv8 and f32["kv_bytes_per_token"]["value"] == 2 * kv16
+    ai16, ai8 = b16["intensity_per_token"]["value"], f8["intensity_per_token"]["value"]
+    assert ai8 == pytest.approx(2 * ai16, rel=1e-12)
+    assert f8["flops"]["expr"] == b16["flops"]["expr"]  # the same arithmetic: only the bytes change
