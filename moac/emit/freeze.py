@@ -14,7 +14,7 @@ import sympy as sp
 
 from .. import ops
 from ..errors import RewriteError
-from ..dtypes import BYTES, CTYPE, WIDENED
+from ..dtypes import BYTES, CTYPE, OUTPUT_STORAGE, WIDENED
 from ..schedule.index import gamma
 from ..schedule.ir import (Const, Guard, IndexValue, Let, LetIndex, Local, Loop, Op, Read, Schedule, Scope,
                            Select, Serial, Set, Store, Unpack, expr_reads, Prefetch)
@@ -287,7 +287,12 @@ class _Freezer:
                 return cir.Raw(f"for (int moac_pf = 0; moac_pf < {nb}; moac_pf += 64)   /* prefetch {nb} bytes */\n"
                                f"    {hint};")
             case Store(array=a, index=idx, value=v):
-                return cir.Store(mangle(a), self._at(self.bufs[a], idx), self.expr(v))
+                buf = self.bufs[a]
+                value = self.expr(v)
+                if buf.dtype in OUTPUT_STORAGE:           # a narrow output: rounded when stored
+                    self.helpers.add(f"moac_f32_to_{buf.dtype}")
+                    value = cir.Call(f"moac_f32_to_{buf.dtype}", (value,))
+                return cir.Store(mangle(a), self._at(buf, idx), value)
             case Guard(cond=c, then=t, other=o):
                 return cir.If(freeze_cond(c), self.stmts(t, arrays), self.stmts(o, arrays))
             case Serial(body=b):

@@ -121,6 +121,7 @@ class Assign(Node):
 @dataclass(frozen=True, slots=True)
 class OutputDecl(Node):
     names: tuple[Name, ...]
+    dtypes: tuple = ()       # per name: a Name node spelling its storage dtype (`output out : bf16`), or None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,8 +182,12 @@ class _ToAST(lark.Transformer):
         name, expr = items
         return Assign(_span(meta), Name(_span(name), str(name)), expr)
 
+    def output_item(self, meta, items):
+        name = Name(_span(items[0]), str(items[0]))
+        return name, (Name(_span(items[1]), str(items[1])) if len(items) > 1 else None)
+
     def output_decl(self, meta, items):
-        return OutputDecl(_span(meta), tuple(Name(_span(t), str(t)) for t in items))
+        return OutputDecl(_span(meta), tuple(n for n, _ in items), tuple(d for _, d in items))
 
     def update_decl(self, meta, items):
         name, expr = items

@@ -46,7 +46,9 @@ class Context:
         return substitute(e, self.subs) if self.subs else e
 
     def add_buffer(self, name: str, role: str, shape: tuple, placement: str = "DRAM", tile: tuple = ()):
-        self.buffers[name] = Buffer(name, role, self.dtype, self.spec(tuple(shape)), placement,
+        """A buffer in the arithmetic type, or an output in its declared storage (`output out : bf16`)."""
+        dtype = self.dnf.program.output_dtypes.get(name, self.dtype) if role == "output" else self.dtype
+        self.buffers[name] = Buffer(name, role, dtype, self.spec(tuple(shape)), placement,
                                     tuple((sp.sympify(b), self.spec(e)) for b, e in tile))
 
 
