@@ -389,3 +389,36 @@ def test_fp8_onf_moves_the_minimum_and_scales_once_per_row():
         assert sp.simplify(per_token - base) == 2 * 4 * 32, target
     dnf = str(_fp8_program().dnf())
     assert dnf.count("ψks") == 3 and dnf.count("ψvs") == 1 and "× ⟨i floor(j/g) k⟩ψks" in dnf
+
+
+HEAD_TEXT = (EXAMPLES / "decode_gqa_fp8_head.moa").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("per", ["head", "tensor"])
+def test_per_head_and_per_tensor_scales_match_sdpa(per, target):
+    """decode_gqa_fp8_head.moa (a scale per KV head) and the same text with rank-0 scales
+    (one per tensor, docs/decode_family.md), against SDPA on the dequantised K and V."""
+    text = HEAD_TEXT if per == "head" else HEAD_TEXT.replace("f32 ⟨B hkv⟩", "f32 ⟨⟩")
+    assert text.count("f32 ⟨⟩") == HEAD_TEXT.count("f32 ⟨⟩") + (2 if per == "tensor" else 0)
+    prog = moac.parse(text, f"decode_gqa_fp8_{per}.moa")
+    fixed = {"hq": 8, "hkv": 2, "dk": 64, "dv": 64} if target == "openmp" else {}
+    kern = prog.compile(target=target, sizes=fixed, werror=True)
+    s = dict(B=2, hq=8, hkv=2, n=300, dk=64, dv=64)
+    rng = np.random.default_rng(11)
+    a = {"Q": rng.standard_normal((2, 8, 64)).astype(np.float32)}
+    for name in ("K", "V"):
+        x = rng.standard_normal((2, 2, 300, 64)) * rng.uniform(0.1, 3.0, (2, 2, 1, 1))
+        axes = (2, 3) if per == "head" else (0, 1, 2, 3)
+        scale = np.asarray(np.max(np.abs(x), axis=axes) / 448.0, dtype=np.float32)    # 0-d per tensor
+        full = scale.reshape(scale.shape + (1,) * len(axes))
+        a[name], a[name.lower() + "s"] = dtypes.fp8_bits(x / full), scale
+    got = kern(**a)["out"]
+    # the reference's scales per (token, head), from the same numbers
+    b = dict(a, ks=np.broadcast_to(np.reshape(a["ks"], a["ks"].shape + (1,) * (3 - a["ks"].ndim)), (2, 2, 300)),
+             vs=np.broadcast_to(np.reshape(a["vs"], a["vs"].shape + (1,) * (3 - a["vs"].ndim)), (2, 2, 300)))
+    ref = sdpa_dequantised(b, "f8e4m3")
+    tol = 16 * EPS32 * np.sqrt(s["dk"] + s["n"])
+    assert np.max(np.abs(got - ref)) <= tol * float(np.max(np.abs(ref)))
+    o = prog.onf(target=target, sizes={"hq": 8, "hkv": 2, "dk": 64, "dv": 64})
+    assert o.compulsory_minimal
