@@ -61,14 +61,14 @@ static inline int32_t moac_imin32(int32_t a, int32_t b) { return a < b ? a : b; 
 static inline int32_t moac_imax32(int32_t a, int32_t b) { return a > b ? a : b; }
 #pragma acc routine seq
 /* OCP FP8 E4M3FN storage (bias 7, no infinities, S.1111.111 NaN), widened to f32 on load:
- * a normal pattern's exponent and mantissa moved into place and rebiased (+120), a subnormal
- * m·2^-9 (exact in f32), the NaN patterns the quiet NaN; then the sign */
+ * a normal pattern's exponent and mantissa moved into place and rebiased (+120); a subnormal
+ * m·2^-9 as 2^-6·(1 + m/8) − 2^-6 (exact); the NaN patterns the quiet NaN; then the sign */
 static inline float moac_f8e4m3_to_f32(uint8_t b) {
-    uint32_t em = b & 0x7fu;
-    union { uint32_t u; float f; } v; v.f = (float)em * 0x1p-9f;
-    uint32_t u = em < 0x08u ? v.u : (em << 20) + (120u << 23);
-    u = em == 0x7fu ? 0x7fc00000u : u;
-    v.u = u | ((uint32_t)(b & 0x80u) << 24); return v.f;
+    uint32_t em = b & 0x7fu, u = (em << 20) + (120u << 23);
+    union { uint32_t u; float f; } v, s; s.u = u + (1u << 23);
+    v.u = u; v.f = em < 0x08u ? s.f - 0x1p-6f : v.f;
+    v.u = em == 0x7fu ? 0x7fc00000u : v.u;
+    v.u |= (uint32_t)(b & 0x80u) << 24; return v.f;
 }
 
 /* Bytes of scratch memory the computation needs for these sizes. */
