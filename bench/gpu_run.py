@@ -10,6 +10,12 @@ the library was built against).  This script needs only numpy and torch, not moa
 
 The inputs are named q/Q (query), K and V; every leading axis is a batch axis, except
 that fewer K/V heads than query heads means GQA (query head h reads KV head h ÷ g).
+8-bit K and V (f8e4m3, f8e5m2, i8) may come with dequantisation scales ks and vs (per
+token and head ⟨… n⟩, per head ⟨…⟩ or per tensor ⟨⟩; the real K is K × ks): the runner
+makes the 8-bit values from random f32 on the GPU (torch's `.to(torch.float8_e4m3fn)`,
+which saturates; int8 by rounding 32·x), the scales uniform in [0.5, 1.5], and the
+references and SDPA use K and V dequantised in float64.  An output declared bf16 or f16
+is compared with its rounding (half an ulp) added to the bound.
 """
 from __future__ import annotations
 
@@ -42,16 +48,20 @@ def run_bundle(manifest_path: Path, sizes: dict, reps: int, torch, np) -> dict:
     ws_fn.argtypes = [ctypes.c_int64] * len(size_params)
     g = torch.Generator(device="cuda").manual_seed(0)
     tensors, args = {}, []
+    dt = {p["name"]: p.get("dtype", "f32") for p in man["params"] if p["kind"] != "size"}
     for p in man["params"]:
         if p["kind"] == "size":
             continue
         shape = shape_of(p["shape"], sizes)
-        tdtype = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16,
-                  "f16": torch.float16}[p.get("dtype", "f32")]
+        tdtype = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16,
+                  "f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2, "i8": torch.int8}[dt[p["name"]]]
         if p["kind"] in ("input", "inout"):
-            t = torch.randn(shape, device="cuda", dtype=torch.float32, generator=g).to(tdtype)
+            t = torch.randn(shape, device="cuda", dtype=torch.float32, generator=g)
+            if p["name"] in ("ks", "vs"):                       # dequantisation scales
+                t = 0.5 + torch.rand(shape, device="cuda", dtype=torch.float32, generator=g)
+            t = (32 * t).round().clamp(-128, 127).to(tdtype) if tdtype == torch.int8 else t.to(tdtype)
         else:
-            t = torch.full(shape, float("nan"), device="cuda", dtype=torch.float32)   # poisoned
+            t = torch.full(shape, float("nan"), device="cuda", dtype=tdtype)   # poisoned
         tensors[p["name"]] = t
     size_vals = [int(sizes[p["name"]]) for p in size_params]
     ws_bytes = ws_fn(*size_vals)
@@ -75,9 +85,18 @@ def run_bundle(manifest_path: Path, sizes: dict, reps: int, torch, np) -> dict:
     call()
     torch.cuda.synchronize()
     q = tensors.get("q", tensors.get("Q"))
-    K, V = tensors["K"], tensors["V"]
+    Kq, Vq = tensors["K"], tensors["V"]
+
+    def real(x, scale):
+        """K or V as float64, times its dequantisation scale where there is one."""
+        x = x.to(torch.float64)
+        if scale is None:
+            return x
+        return x * scale.to(torch.float64).reshape(tuple(scale.shape) + (1,) * (x.dim() - scale.dim()))
+    K, V = real(Kq, tensors.get("ks")), real(Vq, tensors.get("vs"))
     out_name = [p["name"] for p in man["params"] if p["kind"] == "output"][0]
     out = tensors[out_name]
+    rounding = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11}.get(dt[out_name], 0.0)   # a 16-bit output's half ulp
     dk = q.shape[-1]
     if q.shape[:-1] != K.shape[:-2]:            # GQA: query head h reads KV head h ÷ (hq/hkv)
         grp = q.shape[-2] // K.shape[-3]
@@ -88,6 +107,7 @@ def run_bundle(manifest_path: Path, sizes: dict, reps: int, torch, np) -> dict:
     s = torch.einsum("...j,...lj->...l", q.double(), Kf.double()) / math.sqrt(dk)
     ref = torch.einsum("...l,...ld->...d", torch.softmax(s, dim=-1), Vf.double())
     err = (out.double() - ref).abs().max().item()
+    tol = 1e-4 + rounding * ref.abs().max().item()
     written = bool(torch.isfinite(out).all().item())
     # the host entry: host arrays in, one data region, the device entry through host_data
     host = getattr(lib, man["function"])
@@ -180,9 +200,10 @@ def run_bundle(manifest_path: Path, sizes: dict, reps: int, torch, np) -> dict:
     t32 = kernel_time(sdpa32, lambda k: "memcpy" not in k.lower())
     t16 = kernel_time(sdpa16, lambda k: "memcpy" not in k.lower())
     w32, w16 = wall(sdpa32), wall(sdpa16)
-    kv_bytes = K.numel() * K.element_size() + V.numel() * V.element_size()
+    kv_bytes = sum(t.numel() * t.element_size() for name, t in tensors.items() if name in ("K", "V", "ks", "vs"))
     min_bytes = kv_bytes + q.numel() * q.element_size() + out.numel() * out.element_size()
-    return dict(name=manifest_path.stem, sizes=sizes, err=err, host_err=host_err, written=written, sdpa_err=sdpa_err,
+    return dict(name=manifest_path.stem, sizes=sizes, err=err, tol=tol, host_err=host_err, written=written,
+                sdpa_err=sdpa_err, kv_dtype=dt["K"], out_dtype=dt[out_name],
                 moac_wall=moac_wall, moac_kernel=moac_kern, sdpa32_kernel=t32, sdpa16_kernel=t16,
                 sdpa32_wall=w32, sdpa16_wall=w16, kv_bytes=kv_bytes, min_bytes=min_bytes,
                 moac_kernels_us=moac_parts, graph=graph)
@@ -257,11 +278,11 @@ def main() -> int:
         r["share_of_copy"] = r["kv_bw"] / copy_bw
         r["vs_sdpa16_kernel"] = r["moac_kernel"] / r["sdpa16_kernel"] if r["sdpa16_kernel"] else None
         r["vs_sdpa16_wall"] = r["moac_wall"] / r["sdpa16_wall"] if r["sdpa16_wall"] else None
-        r["ok"] = bool(r["written"] and r["err"] < 1e-4 and r["host_err"] < 1e-4)
+        r["ok"] = bool(r["written"] and r["err"] < r["tol"] and r["host_err"] < r["tol"])
         results.append(r)
         ok &= r["ok"]
         if r.get("graph"):
-            r["ok"] = bool(r["ok"] and r["graph"]["err"] < 1e-4)
+            r["ok"] = bool(r["ok"] and r["graph"]["err"] < r["tol"])
             print(f"  {name}: CUDA graph replay max err {r['graph']['err']:.1e}, wall {r['graph']['wall'] * 1e6:.1f} µs")
         print(f"  {name}: kernel {r['moac_kernel'] * 1e6:.1f} µs, wall {r['moac_wall'] * 1e6:.1f} µs, "
               f"KV {r['kv_bw'] / 1e12:.2f} TB/s = {r['share_of_copy']:.0%} of copy, SDPA bf16 "
