@@ -198,3 +198,24 @@ def test_output_dtype_syntax():
     assert prog.core.output_dtypes == {"a": "f16", "c": "bf16"}
     with pytest.raises(moac.ParseError, match=r"expected a dtype"):
         moac.parse("size n\ninput x : f32 ⟨n⟩\na = x + 1\noutput a : half\n", "p.moa")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_generic_plan_and_scalar_outputs(target):
+    """16-bit outputs outside the split-K plan: a matrix × vector (generic array kernel), a
+    scalar reduction (partials and a combine) and a plain f32 output beside them."""
+    prog = moac.parse("size n, m\ninput A : f32 ⟨n m⟩\ninput x : bf16 ⟨m⟩\ny = A +.× x\ns = + red x\n"
+                      "t = (+ red y) ÷ n\noutput y : f16, s : bf16, t\n", "mixed.moa")
+    kern = prog.compile(target=target, werror=True)
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((300, 77)).astype(np.float32)
+    x = dtypes.bf16_bits(rng.standard_normal(77))
+    got = kern(A=A, x=x)
+    ref = prog.evaluate(A=A, x=x)
+    assert got["y"].dtype == np.float16 and got["s"].dtype == np.uint16 and got["s"].shape == ()
+    assert got["t"].dtype == np.float32
+    tol = 16 * EPS32 * np.sqrt(77 + 300)
+    for name, decl, u in (("y", "f16", 2.0 ** -11), ("s", "bf16", 2.0 ** -8), ("t", "f32", 0.0)):
+        r = np.asarray(ref[name], dtype=np.float64)
+        err = np.max(np.abs(dtypes.as_float64(decl, got[name]) - r))
+        assert err <= (tol + u) * max(1.0, float(np.max(np.abs(r)))), name
