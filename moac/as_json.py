@@ -30,6 +30,7 @@ def _program(prog) -> dict:
             "inputs": [{"name": i.name, "dtype": i.dtype, "shape": [_expr(x) for x in i.shape],
                         "shown": show_shape(i.shape)} for i in prog.inputs],
             "outputs": list(prog.outputs),
+            "output_storage": dict(core.output_dtypes),
             "updates": [u for u, _ in core.updates],
             "require": [{"condition": _expr(c.cond), "message": c.message} for c in core.constraints]}
 

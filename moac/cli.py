@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hardware", action="append", default=[], metavar="NAME",
                    help="H100, H200, A100, B200, MI300X, cpu (measured now) or all (default: the GPUs)")
     p.add_argument("--layers", type=int, help="layers of the model, for KV bytes per token of the whole model")
-    p.add_argument("--kv-dtype", choices=("f32", "f16", "bf16", "f64"),
+    p.add_argument("--kv-dtype", choices=("f32", "f16", "bf16", "f64", "f8e4m3", "f8e5m2", "i8"),
                    help="count the inputs that have the token axis as stored in this dtype")
     p.add_argument("--tokens", default="n", metavar="SIZE", help="the size that counts tokens (default n)")
     p.add_argument("--plot", metavar="OUT.png|OUT.svg", help="also draw the roofline into this file (needs matplotlib)")

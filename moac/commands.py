@@ -17,6 +17,7 @@ from .errors import ArgumentError, CheckError, MoacError
 DEFAULT_SIZE = 13     # a prime, so every lifting guard is exercised
 CHECK_BYTES = 8 * 2**30      # the most random input moac check draws (float64 bytes)
 EPS = {"float": float(np.finfo(np.float32).eps), "double": float(np.finfo(np.float64).eps)}
+ROUNDING = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11}   # half an ulp, relative: a stored output's rounding to nearest
 
 
 def random_inputs(prog, sizes: dict, seed: int = 0) -> tuple[dict, dict]:
@@ -104,11 +105,14 @@ def check_command(prog, args, sizes: dict) -> int:
         if get_target(args.target).device_entry and get_target(args.target).host_only_flags else ""
     results, ok_all = [], True
     for name in list(prog.outputs) + [u for u, _ in prog.core.updates]:
-        max_abs, max_rel, ok, where, bound = compare(name, dtypes.as_float64(_decl(prog, name), got[name]), ref[name],
-                                                     tol)
-        results.append({"name": name, "max_abs_error": _finite(max_abs), "max_rel_error": _finite(max_rel), "tolerance": tol,
-                        "absolute_bound": bound, "reduction_length": L, "ok": ok,
-                        "worst_index": list(where) if not ok else None})
+        decl = _decl(prog, name)
+        rounding = ROUNDING.get(decl, 0.0) if name in prog.core.output_dtypes else 0.0
+        max_abs, max_rel, ok, where, bound = compare(name, dtypes.as_float64(decl, got[name]), ref[name],
+                                                     tol + rounding)
+        results.append({"name": name, "max_abs_error": _finite(max_abs), "max_rel_error": _finite(max_rel),
+                        "tolerance": tol + rounding, "absolute_bound": bound, "reduction_length": L, "ok": ok,
+                        "worst_index": list(where) if not ok else None, "storage": decl if rounding else None,
+                        "storage_rounding": rounding})
         ok_all &= ok
     if getattr(args, "json", False):
         print(json.dumps({"schema": 1, "stage": "check", "file": prog.source.filename, "target": args.target,
@@ -117,9 +121,11 @@ def check_command(prog, args, sizes: dict) -> int:
         return 0 if ok_all else 1
     print(f"check {prog.source.filename}: target {args.target}{where_run}, sizes {shown}, seed {args.seed}")
     for r in results:
+        shown_tol = f"{tol:.1e}" if not r["storage"] else \
+            f"{r['tolerance']:.1e} = {tol:.1e} + {r['storage_rounding']:.1e}, half an ulp of {r['storage']},"
         print(f"  {r['name']}: max abs error {float(r['max_abs_error']):.3e}, max rel error "
               f"{float(r['max_rel_error']):.3e} "
-              f"(tolerance {tol:.1e} relative to max(1, max|ref|): {r['absolute_bound']:.1e} absolute; reduction "
+              f"(tolerance {shown_tol} relative to max(1, max|ref|): {r['absolute_bound']:.1e} absolute; reduction "
               f"length {L}) {'OK' if r['ok'] else 'MISMATCH at ' + str(tuple(r['worst_index']))}")
     if not ok_all:
         print("check FAILED", file=sys.stderr)
@@ -133,8 +139,9 @@ def _finite(x: float):
 
 
 def _decl(prog, name: str) -> str:
-    """The storage dtype of an input or output (outputs are in the kernel's arithmetic type)."""
-    return next((i.dtype for i in prog.inputs if i.name == name), "f64")
+    """The storage dtype of an input or output (an output without a declared storage is in
+    the kernel's arithmetic type, which float64 holds exactly)."""
+    return next((i.dtype for i in prog.inputs if i.name == name), prog.core.output_dtypes.get(name, "f64"))
 
 
 def compile_command(prog, args, sizes: dict) -> str | None:
@@ -189,8 +196,7 @@ def bundle(art, offload: str, out: Path) -> None:
         "ctype": sig.ctype,
         "fixed": onf.fixed,
         "params": [{"name": p.name, "kind": p.kind, "shape": [str(s) for s in p.shape],
-                    "dtype": next((i.dtype for i in onf.dnf.program.inputs if i.name == p.name),
-                                  "i64" if p.kind == "size" else {"float": "f32", "double": "f64"}[onf.ctype])}
+                    "dtype": "i64" if p.kind == "size" else p.dtype}
                    for p in sig.params],
         "derived": {n: str(e) for n, e in onf.dnf.program.derived},
         "constraints": [{"cond": str(c.cond), "message": c.message} for c in onf.dnf.program.constraints],

@@ -34,7 +34,7 @@ import torch
 
 from .errors import ArgumentError
 
-_DTYPE = {"float": torch.float32, "double": torch.float64}
+_DTYPE = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}
 _RESERVED = {"self", "out"}          # names torch's schemas give a meaning of their own
 _OPS: dict = {}                      # (namespace, name) -> (library file, device_kernel, op)
 
@@ -63,8 +63,8 @@ class _Plan:
         self.updated = [u for u, _ in prog.updates]
         in_shapes = {s.name for i in prog.inputs for e in i.shape for s in sp.sympify(e).free_symbols}
         self.int_sizes = [s.name for s in prog.sizes if s.name not in in_shapes and s.name not in self.fixed]
-        ctype = {p.name: p.ctype for p in kernel.signature.params if p.kind == "output"}
-        self.dtypes = [_DTYPE[ctype[o]] for o in self.outputs]
+        dtype = {p.name: p.dtype for p in kernel.signature.params if p.kind == "output"}
+        self.dtypes = [_DTYPE[dtype[o]] for o in self.outputs]     # the arithmetic type or the declared storage
         need = {x.name for _, c in prog.outputs for e in c.shape for x in sp.sympify(e).free_symbols}
         self.sources = self._sources(prog, sp, need)
         extents = {sp.expand(e): (k, ax) for k, i in reversed(list(enumerate(prog.inputs)))

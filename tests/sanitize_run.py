@@ -22,7 +22,9 @@ FLAGS = {"c": ASAN + UBSAN, "openmp": ASAN + UBSAN, "openacc": ASAN}
 # (d = 128 fixed, g = 4 literal: packed words on openacc, prefetches and 4-token loops on openmp)
 EXTRA_SIZES = {"decode_gqa_batched": [dict(B=1, hq=1, hkv=1, n=1, dk=1, dv=1), dict(B=2, hq=6, hkv=2, n=130, dk=33, dv=40),
                                       dict(B=1, hq=8, hkv=2, n=1031, dk=128, dv=128)]}
-EXTRA_FIXED = {"decode_gqa_batched": dict(hq=8, hkv=2, dk=128, dv=128)}
+EXTRA_SIZES["decode_gqa_fp8"] = EXTRA_SIZES["decode_gqa_fp8_head"] = EXTRA_SIZES["decode_gqa_batched"]   # 8-bit K, V
+EXTRA_FIXED = {name: dict(hq=8, hkv=2, dk=128, dv=128) for name in ("decode_gqa_batched", "decode_gqa_fp8",
+                                                                   "decode_gqa_fp8_head")}
 PACKED = [("decode_gqa", dict(hkv=2, g=4, dk=128, dv=128), [dict(n=1), dict(n=37), dict(n=1031)])]
 
 

@@ -31,17 +31,19 @@ def check(prog, sizes: dict, target: str, pack: str = "auto", seed: int = 3):
     return kern
 
 
-@pytest.mark.parametrize("kv", ["f32", "bf16", "f16"])
+@pytest.mark.parametrize("kv", ["f32", "bf16", "f16", "f8e4m3", "f8e5m2"])
 @pytest.mark.parametrize("d", [64, 128, 256])
 @pytest.mark.parametrize("target", ["c", "openacc"])
 def test_packed_gqa_matches_the_interpreter(kv, d, target):
     prog = moac.parse(gqa(kv), "gqa.moa")
     sizes = {"dk": d, "dv": d, "hq": 8, "hkv": 2}
     kern = check(prog, {**sizes}, target)
-    w = 8 // {"f32": 4, "bf16": 2, "f16": 2}[kv]
+    w = 8 // dtypes.BYTES[kv]
     packed = any(a.packed > 1 for k in kern.onf.kernels for a in k.accesses)
     assert packed == (d % (32 * w) == 0)            # d = 64 of 2-byte elements: 4 per lane would need 128
     assert ("moac_word(K_" in kern.c_source and "moac_word(V_" in kern.c_source) == packed
+    if packed and w == 8:                           # 8 one-byte elements per word, each widened
+        assert f"moac_{kv}_to_f32((uint8_t)(k0_" in kern.c_source and ">> 56)" in kern.c_source
 
 
 def test_packing_off_gives_the_same_result_and_no_words():
@@ -73,6 +75,13 @@ def test_onf_states_the_packed_verdict_and_the_lifting():
 def test_packing_says_why_not(sizes, reason):
     onf = moac.parse(gqa("bf16"), "gqa.moa").onf(sizes=sizes)
     assert reason in onf.notes
+
+
+def test_one_byte_elements_say_why_not():
+    onf = moac.parse(gqa("f8e4m3"), "gqa.moa").onf(sizes={"dk": 128, "dv": 128})
+    assert "score loads not packed: j < 128 is not 32·8·R with R ≤ 8 (1-byte elements pack 8 to a word)" in onf.notes
+    assert "weighted-sum loads not packed: d < 128 is not 32·8·R with R ≤ 8 (1-byte elements pack 8 to a word)" \
+        in onf.notes
 
 
 def test_f64_is_not_packed():

@@ -25,7 +25,7 @@ CASES = {
         V + "z = x @ 1\noutput z", moac.ParseError, "unexpected character '@'", 6, 7),
     "syntax-bad-dtype": (
         "size n\ninput x : i32 ⟨n⟩\n", moac.ParseError,
-        "unexpected 'i32'; expected a dtype (f32, f64, f16, bf16)", 2, 11),
+        "unexpected 'i32'; expected a dtype (f32, f64, f16, bf16, f8e4m3, f8e5m2, i8)", 2, 11),
     "syntax-two-operands": (
         V + "z = x y\noutput z", moac.ParseError,
         "unexpected 'y'; expected an expression or statement", 6, 7),

@@ -78,6 +78,57 @@ OPTIONAL_HELPERS = {
     "__asm__(\"\" : \"+r\"(w)); return w; }",
     "moac_bits_to_f32": "/* an f32 from its bits (packed loads) */\n"
     "static inline float moac_bits_to_f32(uint32_t b) { union { uint32_t u; float f; } v; v.u = b; return v.f; }",
+    # 8-bit storage, widened exactly and without branches (selects only, no table: nothing a
+    # device region must map, SIMD lanes need no gather; no f32 subnormal is formed, so
+    # flush-to-zero builds give the same values; no int -> float conversion, which NVIDIA GPUs
+    # issue at a quarter or less of the rate of a float add)
+    "moac_f8e4m3_to_f32": "/* OCP FP8 E4M3FN storage (bias 7, no infinities, S.1111.111 NaN), widened to f32 on load:\n"
+    " * a normal pattern's exponent and mantissa moved into place and rebiased (+120); a subnormal\n"
+    " * m·2^-9 as 2^-6·(1 + m/8) − 2^-6 (exact); the NaN patterns the quiet NaN; then the sign */\n"
+    "static inline float moac_f8e4m3_to_f32(uint8_t b) {\n"
+    "    uint32_t em = b & 0x7fu, u = (em << 20) + (120u << 23);\n"
+    "    union { uint32_t u; float f; } v, s; s.u = u + (1u << 23);\n"
+    "    v.u = u; v.f = em < 0x08u ? s.f - 0x1p-6f : v.f;\n"
+    "    v.u = em == 0x7fu ? 0x7fc00000u : v.u;\n"
+    "    v.u |= (uint32_t)(b & 0x80u) << 24; return v.f;\n"
+    "}",
+    "moac_f8e5m2_to_f32": "/* OCP FP8 E5M2 storage (bias 15, ±inf, NaNs), widened to f32 on load: a normal pattern\n"
+    " * rebiased (+112); a subnormal m·2^-16 as 2^-14·(1 + m/4) − 2^-14 (exact); inf, and the NaNs as\n"
+    " * the quiet NaN; then the sign */\n"
+    "static inline float moac_f8e5m2_to_f32(uint8_t b) {\n"
+    "    uint32_t em = b & 0x7fu, u = (em << 21) + (112u << 23);\n"
+    "    union { uint32_t u; float f; } v, s; s.u = u + (1u << 23);\n"
+    "    v.u = u; v.f = em < 0x04u ? s.f - 0x1p-14f : v.f;\n"
+    "    v.u = em >= 0x7cu ? (em == 0x7cu ? 0x7f800000u : 0x7fc00000u) : v.u;\n"
+    "    v.u |= (uint32_t)(b & 0x80u) << 24; return v.f;\n"
+    "}",
+    "moac_i8_to_f32": "/* int8 storage, its value as is */\n"
+    "static inline float moac_i8_to_f32(int8_t b) { return (float)b; }",
+    # 16-bit outputs (`output out : bf16`): rounded to nearest even when stored
+    "moac_f32_to_bf16": "/* an f32 rounded to bf16 (to nearest even: add 0x7fff plus the lowest kept bit, then\n"
+    " * truncate; overflow becomes inf), every NaN the one pattern 0x7fc0 */\n"
+    "static inline uint16_t moac_f32_to_bf16(float f) {\n"
+    "    union { float f; uint32_t u; } v; v.f = f;\n"
+    "    uint32_t r = (v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16;\n"
+    "    return (uint16_t)((v.u & 0x7fffffffu) > 0x7f800000u ? 0x7fc0u : r);\n"
+    "}",
+    "moac_f32_to_f16": "/* an f32 rounded to IEEE f16 (to nearest even, subnormals kept; from 65520 on inf), a NaN\n"
+    " * the quiet NaN of its sign; integer arithmetic only (the same under flush-to-zero) */\n"
+    "static inline uint16_t moac_f32_to_f16(float f) {\n"
+    "    union { float f; uint32_t u; } v; v.f = f;\n"
+    "    uint32_t sign = (v.u >> 16) & 0x8000u, a = v.u & 0x7fffffffu, e = a >> 23;\n"
+    "    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);\n"
+    "    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);          /* rounds to 65536 or more, or inf */\n"
+    "    if (e >= 113u) {                                                   /* normal: at least 2^-14 */\n"
+    "        uint32_t r = a + 0x0fffu + ((a >> 13) & 1u);\n"
+    "        return (uint16_t)(sign | ((r - (112u << 23)) >> 13));\n"
+    "    }\n"
+    "    if (e < 102u) return (uint16_t)sign;                               /* below 2^-25: ±0 */\n"
+    "    uint32_t m = (a & 0x7fffffu) | 0x800000u, sh = 126u - e;          /* a subnormal f16, k·2^-24 */\n"
+    "    uint32_t k = m >> sh, rest = m & ((1u << sh) - 1u), half = 1u << (sh - 1u);\n"
+    "    k += rest > half || (rest == half && (k & 1u));\n"
+    "    return (uint16_t)(sign | k);\n"
+    "}",
 }
 
 
@@ -88,6 +139,7 @@ class Param:
     kind: str        # input | output | size
     ctype: str
     shape: tuple = ()
+    dtype: str = ""  # an array's storage dtype (moac.dtypes: f32, bf16, f8e4m3, ...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,9 +186,10 @@ def signature(s) -> Signature:
     updated = {name for name, _ in prog.updates}
     for i in prog.inputs:
         kind = "inout" if i.name in updated else "input"
-        params.append(Param(i.name, mangle(i.name), kind, CTYPE[i.dtype], bufs[i.name].shape))
+        params.append(Param(i.name, mangle(i.name), kind, CTYPE[i.dtype], bufs[i.name].shape, i.dtype))
     for name, _ in prog.outputs:
-        params.append(Param(name, mangle(name), "output", ctype, bufs[name].shape))
+        dtype = bufs[name].dtype                    # the arithmetic type, or the declared storage
+        params.append(Param(name, mangle(name), "output", CTYPE[dtype], bufs[name].shape, dtype))
     for p in s.params:
         params.append(Param(p, mangle(p), "size", "int64_t"))
     from ..targets import get_target

@@ -14,7 +14,7 @@ import sympy as sp
 
 from .. import ops
 from ..errors import RewriteError
-from ..dtypes import BYTES
+from ..dtypes import BYTES, CTYPE, OUTPUT_STORAGE, WIDENED
 from ..schedule.index import gamma
 from ..schedule.ir import (Const, Guard, IndexValue, Let, LetIndex, Local, Loop, Op, Read, Schedule, Scope,
                            Select, Serial, Set, Store, Unpack, expr_reads, Prefetch)
@@ -206,7 +206,7 @@ class _Freezer:
             case Read(array=a, index=idx):
                 buf = self.bufs[a]
                 load = cir.Load(mangle(a), self._at(buf, idx))
-                return cir.Call(f"moac_{buf.dtype}_to_f32", (load,)) if buf.dtype in ("f16", "bf16") else load
+                return self.widen(buf.dtype, load)
             case Const(value=v):
                 return cir.Num(float(v))
             case IndexValue(expr=x):
@@ -229,6 +229,14 @@ class _Freezer:
                 raise RewriteError(f"no C for the scalar function {op}")
         raise TypeError(e)
 
+    def widen(self, dtype: str, x):
+        """A loaded element as the arithmetic type: narrow storage through its helper."""
+        if dtype not in WIDENED:
+            return x
+        if dtype not in ("f16", "bf16"):              # the always-printed helpers (HELPERS)
+            self.helpers.add(f"moac_{dtype}_to_f32")
+        return cir.Call(f"moac_{dtype}_to_f32", (x,))
+
     def stmts(self, body, arrays: tuple) -> tuple:
         out = []
         for st in body:
@@ -237,7 +245,8 @@ class _Freezer:
         return tuple(out)
 
     def unpack(self, st: Unpack) -> list:
-        """Whole 8-byte words, each split into its elements (bf16/f16 widened, f32 by bits)."""
+        """Whole 8-byte words, each split into its elements (narrow storage widened: 4 bf16/f16
+        or 8 one-byte elements per word; f32 by its bits)."""
         self.aligned.add(mangle(st.array))
         buf = self.bufs[st.array]
         esize = BYTES[buf.dtype]
@@ -250,8 +259,10 @@ class _Freezer:
             out.append(cir.Decl("uint64_t", word, cir.Call("moac_word", (cir.Var(mangle(st.array)), freeze(first + wi)))))
             for e in range(per):
                 bits = cir.Var(word) if e == 0 else cir.Bin(">>", cir.Var(word), cir.Int(8 * esize * e))
-                if buf.dtype in ("f16", "bf16"):
-                    val = cir.Call(f"moac_{buf.dtype}_to_f32", (cir.Cast("uint16_t", bits),))
+                if buf.dtype in WIDENED:
+                    part = cir.Cast(f"uint{8 * esize}_t", bits)
+                    val = self.widen(buf.dtype, part if CTYPE[buf.dtype].startswith("u") else
+                                     cir.Cast(CTYPE[buf.dtype], part))
                 else:
                     self.helpers.add("moac_bits_to_f32")
                     val = cir.Call("moac_bits_to_f32", (cir.Cast("uint32_t", bits),))
@@ -276,7 +287,12 @@ class _Freezer:
                 return cir.Raw(f"for (int moac_pf = 0; moac_pf < {nb}; moac_pf += 64)   /* prefetch {nb} bytes */\n"
                                f"    {hint};")
             case Store(array=a, index=idx, value=v):
-                return cir.Store(mangle(a), self._at(self.bufs[a], idx), self.expr(v))
+                buf = self.bufs[a]
+                value = self.expr(v)
+                if buf.dtype in OUTPUT_STORAGE:           # a narrow output: rounded when stored
+                    self.helpers.add(f"moac_f32_to_{buf.dtype}")
+                    value = cir.Call(f"moac_f32_to_{buf.dtype}", (value,))
+                return cir.Store(mangle(a), self._at(buf, idx), value)
             case Guard(cond=c, then=t, other=o):
                 return cir.If(freeze_cond(c), self.stmts(t, arrays), self.stmts(o, arrays))
             case Serial(body=b):

@@ -177,6 +177,8 @@ class CoreProgram:
     derived: tuple = ()       # (name, sympy expression over `sizes`): sizes given by the others
     updates: tuple = ()       # (input name, CNamed): buffers the program rewrites in place
     size_spans: dict = field(default_factory=dict)   # size name -> where it is declared
+    output_dtypes: dict = field(default_factory=dict)  # output name -> its declared storage (f16, bf16);
+                                                        # the others are in the kernel's arithmetic type
 
     def size_names(self) -> list:
         return [s.name for s in self.sizes] + [n for n, _ in self.derived]

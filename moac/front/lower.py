@@ -50,6 +50,7 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
     el.current_source = source
 
     used_sizes: set = set()
+    output_dtypes: dict = {}
     derived: dict = {}
     updates: list = []
     size_spans: dict = {}
@@ -100,8 +101,8 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
                 value = el.expr(e, glob)
                 define(nm, "def")
                 glob.names[nm.id] = Elab.named(nm.id, value, st.span)
-            case S.OutputDecl(names=names):
-                for nm in names:
+            case S.OutputDecl(names=names, dtypes=dts):
+                for nm, dt in zip(names, dts or (None,) * len(names)):
                     v = glob.lookup(nm.id)
                     if v is None:
                         raise el.err(NameError_, f"output '{nm.id}' is not defined", nm)
@@ -110,6 +111,8 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
                     if isinstance(v, CInput):
                         raise el.err(NameError_, f"output '{nm.id}' is an input; outputs must be computed", nm)
                     outputs.append((nm.id, v))
+                    if dt is not None:
+                        output_dtypes[nm.id] = _output_dtype(el, nm, dt)
             case S.UpdateDecl(name=nm, expr=e):
                 _update(el, nm, e, glob, updates, st.span)
             case S.FnDef():
@@ -126,7 +129,17 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
         constraints.setdefault(c.cond, c)
     independent = tuple(v for v in el.sizes.values() if isinstance(v, sp.Symbol))
     return CoreProgram(source, independent, hints, tuple(inputs), tuple(outputs),
-                       tuple(constraints.values()), tuple(derived.items()), tuple(updates), size_spans)
+                       tuple(constraints.values()), tuple(derived.items()), tuple(updates), size_spans, output_dtypes)
+
+
+def _output_dtype(el: Elab, nm: S.Name, dt: S.Name) -> str:
+    """`output out : bf16`: the storage an output is rounded to when stored."""
+    from ..dtypes import OUTPUT_STORAGE
+    if dt.id not in OUTPUT_STORAGE:
+        raise el.err(MoacError, f"output '{nm.id}' cannot be stored as {dt.id}: an output is declared "
+                     f"{' or '.join(OUTPUT_STORAGE)} (rounded to nearest even when stored), or has no dtype and is "
+                     "in the kernel's arithmetic type (f32, or f64 where an input is f64)", dt)
+    return dt.id
 
 
 def _update(el: Elab, nm: S.Name, e: S.Node, glob: Scope, updates: list, span: Span) -> None:

@@ -121,6 +121,7 @@ class Assign(Node):
 @dataclass(frozen=True, slots=True)
 class OutputDecl(Node):
     names: tuple[Name, ...]
+    dtypes: tuple = ()       # per name: a Name node spelling its storage dtype (`output out : bf16`), or None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,8 +182,12 @@ class _ToAST(lark.Transformer):
         name, expr = items
         return Assign(_span(meta), Name(_span(name), str(name)), expr)
 
+    def output_item(self, meta, items):
+        name = Name(_span(items[0]), str(items[0]))
+        return name, (Name(_span(items[1]), str(items[1])) if len(items) > 1 else None)
+
     def output_decl(self, meta, items):
-        return OutputDecl(_span(meta), tuple(Name(_span(t), str(t)) for t in items))
+        return OutputDecl(_span(meta), tuple(n for n, _ in items), tuple(d for _, d in items))
 
     def update_decl(self, meta, items):
         name, expr = items
@@ -254,7 +259,7 @@ KEYWORDS = {
     "gammacol": "GAMMACOL", "transpose": "TRANSPOSE", "tr": "TRANSPOSE", "take": "TAKE",
     "drop": "DROP", "reverse": "REVERSE", "rev": "REVERSE", "cat": "CAT", "red": "RED",
     "omega": "OMEGA", "outer": "OUTER", "f32": "DTYPE", "f64": "DTYPE", "f16": "DTYPE",
-    "bf16": "DTYPE", "rav": "RAV", "tau": "TAU", "dim": "DELTA",
+    "bf16": "DTYPE", "f8e4m3": "DTYPE", "f8e5m2": "DTYPE", "i8": "DTYPE", "rav": "RAV", "tau": "TAU", "dim": "DELTA",
     "gammainv": "GAMMAINV",
 }
 
@@ -306,7 +311,7 @@ def _parser() -> lark.Lark:
 
 _EXPECT_WORDS = {
     "_RANGLE": "⟩", "_LANGLE": "⟨", "RPAR": ")", "LPAR": "(", "NAME": "a name", "NUMBER": "a number",
-    "_NL": "end of line", "_ASSIGN": "=", "COLON": ":", "DTYPE": "a dtype (f32, f64, f16, bf16)",
+    "_NL": "end of line", "_ASSIGN": "=", "COLON": ":", "DTYPE": "a dtype (f32, f64, f16, bf16, f8e4m3, f8e5m2, i8)",
     "RBRACE": "}", "LBRACE": "{", "$END": "end of input", "FNAME": "a function",
 }
 

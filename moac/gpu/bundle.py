@@ -10,7 +10,8 @@ from ..errors import ArgumentError, DeviceError, MoacError, return_code_error
 from .runtime import ACC_DEVICE_NVIDIA, load_runtime
 from .shapes import Binder, Expr
 
-DTYPES = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16"}
+DTYPES = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16",
+          "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "i8": "int8"}
 ARRAY_KINDS = ("input", "inout", "output")
 
 

@@ -32,13 +32,19 @@ TOL = 1e-4        # max |error| against float64 for f32 arithmetic on these size
 def decode_family(kernel: DeviceKernel) -> bool:
     m = kernel.manifest
     names = set(m.inputs)
-    return (names in ({"q", "K", "V"}, {"Q", "K", "V"}) and len(m.outputs) == 1 and not m.updated
+    return (names - {"ks", "vs"} in ({"q", "K", "V"}, {"Q", "K", "V"}) and len(m.outputs) == 1 and not m.updated
             and set(m.size_params) | set(m.fixed) <= DECODE_SIZES)
+
+
+SCALES = ("ks", "vs")      # the dequantisation scales of 8-bit K and V (K_real = K × ks)
+HALF_ULP = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11}     # a 16-bit output's rounding, relative
 
 
 def random_inputs(kernel: DeviceKernel, sizes: dict, torch, seed: int = 0) -> tuple[dict, dict]:
     """(inputs, NaN-filled outputs) for the sizes given by name: standard normal draws in
-    float32 on the GPU, in parameter order, rounded to each input's declared dtype."""
+    float32 on the GPU, in parameter order, rounded to each input's declared dtype (fp8 by
+    torch's saturating conversion, i8 as round(32·x) clamped); the scales ks and vs of 8-bit
+    K and V uniform in [0.5, 1.5]."""
     m = kernel.manifest
     env = m.sizes(sizes, " (-D NAME=VALUE)")
     shapes = m.shapes(env)
@@ -46,12 +52,24 @@ def random_inputs(kernel: DeviceKernel, sizes: dict, torch, seed: int = 0) -> tu
     inputs, outs = {}, {}
     for p in m.params:
         if p["kind"] in ("input", "inout"):
-            inputs[p["name"]] = torch.randn(shapes[p["name"]], device="cuda", dtype=torch.float32,
-                                            generator=g).to(getattr(torch, DTYPES[p["dtype"]]))
+            dtype = getattr(torch, DTYPES[p["dtype"]])
+            x = torch.randn(shapes[p["name"]], device="cuda", dtype=torch.float32, generator=g)
+            if p["name"] in SCALES:
+                x = 0.5 + torch.rand(shapes[p["name"]], device="cuda", dtype=torch.float32, generator=g)
+            inputs[p["name"]] = (32 * x).round().clamp(-128, 127).to(dtype) if dtype == torch.int8 else x.to(dtype)
         elif p["kind"] == "output":
             outs[p["name"]] = torch.full(shapes[p["name"]], float("nan"), device="cuda",
                                          dtype=getattr(torch, DTYPES[p["dtype"]]))
     return inputs, outs
+
+
+def dequantised(x, scale, torch):
+    """K or V as float64 values, times its dequantisation scale (per token and head ⟨… n⟩,
+    per head ⟨…⟩ or per tensor ⟨⟩) where there is one."""
+    x = x.to(torch.float64)
+    if scale is None:
+        return x
+    return x * scale.to(torch.float64).reshape(tuple(scale.shape) + (1,) * (x.dim() - scale.dim()))
 
 
 def decode_reference(q, K, V, torch):
@@ -146,10 +164,13 @@ def run_one(kernel: DeviceKernel, sizes: dict, reps: int, torch, seed: int = 0) 
     family = decode_family(kernel)
     if family:
         q = inputs.get("q", inputs.get("Q"))
-        K, V = inputs["K"], inputs["V"]
+        K, V = dequantised(inputs["K"], inputs.get("ks"), torch), dequantised(inputs["V"], inputs.get("vs"), torch)
         ref = decode_reference(q, K, V, torch)
-        r["reference"] = "softmax(K·q/√dk)·V in float64"
+        r["reference"] = "softmax(K·q/√dk)·V in float64" + (" (K, V dequantised)" if "ks" in inputs else "")
         r["err"] = (out.double() - ref).abs().max().item()
+        tol = TOL + HALF_ULP.get(m.array[out_name]["dtype"], 0.0) * ref.abs().max().item()
+    if not family:
+        tol = TOL
     host = host_entry(kernel, inputs, env, torch)[out_name]
     r["host_err"] = ((host.double() - ref.cpu()) if family else (host.double() - out.double().cpu())).abs().max().item()
     parts: dict = {}
@@ -192,10 +213,10 @@ def run_one(kernel: DeviceKernel, sizes: dict, reps: int, torch, seed: int = 0) 
         r["sdpa32_kernel"] = kernel_time(sdpa32, other, torch, reps)
         r["sdpa16_kernel"] = kernel_time(sdpa16, other, torch, reps)
         r["sdpa32_wall"], r["sdpa16_wall"] = wall(sdpa32, torch, reps), wall(sdpa16, torch, reps)
-        r["kv_bytes"] = K.numel() * K.element_size() + V.numel() * V.element_size()
+        r["kv_bytes"] = sum(inputs[n].numel() * inputs[n].element_size() for n in ("K", "V", "ks", "vs") if n in inputs)
         r["min_bytes"] = r["kv_bytes"] + q.numel() * q.element_size() + out.numel() * out.element_size()
-    ok = r["written"] and r["host_err"] < TOL and (r["err"] is None or r["err"] < TOL)
-    r["ok"] = bool(ok and (r["graph"] is None or r["graph"]["err"] < TOL))
+    ok = r["written"] and r["host_err"] < tol and (r["err"] is None or r["err"] < tol)
+    r["ok"] = bool(ok and (r["graph"] is None or r["graph"]["err"] < tol))
     return r
 
 

@@ -20,14 +20,31 @@ from .binding import freeze_binding
 NP_DTYPE = {"float": np.float32, "double": np.float64}
 
 
+def _np_dtype(p) -> np.dtype:
+    """The numpy dtype of an array parameter: its storage dtype's (bf16 as uint16 bit
+    patterns, f16 as float16), for a signature without them its C type's."""
+    return np.dtype(dtypes.NUMPY[p.dtype] if p.dtype else NP_DTYPE[p.ctype])
+
+
+def _as_torch(v: np.ndarray, dtype: str):
+    """A numpy result as a torch tensor sharing its memory: bf16 and the 8-bit floats as
+    torch's own dtypes (their bit patterns viewed), the others as they are."""
+    import torch
+    if dtype == "bf16":
+        return torch.from_numpy(v.view(np.int16)).view(torch.bfloat16)
+    if dtype in ("f8e4m3", "f8e5m2"):
+        return torch.from_numpy(v).view({"f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2}[dtype])
+    return torch.from_numpy(v)
+
+
 def _is_torch(x) -> bool:
     return type(x).__module__.startswith("torch") and type(x).__name__ in ("Tensor", "Parameter")
 
 
 def as_array(name: str, x):
     """A numpy view of an argument, no copy: numpy arrays as they are, CPU torch tensors
-    (bf16 as its bit patterns), anything else with __dlpack__ through numpy.  (array,
-    is_torch)."""
+    (bf16 and float8 as their bit patterns), anything else with __dlpack__ through numpy.
+    (array, is_torch)."""
     if isinstance(x, np.ndarray):
         return x, False
     if _is_torch(x):
@@ -38,6 +55,8 @@ def as_array(name: str, x):
         t = x.detach()
         if t.dtype == torch.bfloat16:
             return t.view(torch.int16).numpy().view(np.uint16), True
+        if t.dtype in (getattr(torch, "float8_e4m3fn", None), getattr(torch, "float8_e5m2", None)):
+            return t.view(torch.uint8).numpy(), True          # the bit patterns, as f8e4m3 / f8e5m2 take them
         try:
             return t.numpy(), True
         except TypeError as e:
@@ -93,7 +112,9 @@ class Kernel:
         self._inputs = {i.name for i in prog.inputs}
         self._size_names = set(prog.size_names())
         self._updated = {u for u, _ in prog.updates}
-        self._params = [(p.kind, p.name, f"{p.ctype} *", NP_DTYPE.get(p.ctype)) for p in self.signature.params]
+        self._params = [(p.kind, p.name, f"{p.ctype} *", None if p.kind == "size" else _np_dtype(p))
+                        for p in self.signature.params]
+        self._dtype = {p.name: p.dtype for p in self.signature.params if p.kind != "size"}
         if self.signature.workspace:       # scratch from a per-thread buffer kept between calls
             self._fn = getattr(self._lib, f"{self.signature.fname}_with_workspace")
             self._ws_bytes = getattr(self._lib, f"{self.signature.fname}_workspace_bytes")
@@ -101,9 +122,9 @@ class Kernel:
         # the fast path of a call (see _fast_call): plain numpy inputs of the declared dtypes
         self._fast_in = tuple((i.name, np.dtype(dtypes.NUMPY[i.dtype])) for i in prog.inputs)
         self._fast_params = tuple((p.kind, p.name, None if p.kind == "size" else self._ffi.typeof(f"{p.ctype}[]"),
-                                   np.dtype(NP_DTYPE[p.ctype]) if p.kind == "output" else None)
+                                   _np_dtype(p) if p.kind == "output" else None)
                                   for p in self.signature.params)
-        self._out_ctype = {p.name: p.ctype for p in self.signature.params if p.kind == "output"}
+        self._out_dtype = {p.name: _np_dtype(p) for p in self.signature.params if p.kind == "output"}
         self._fast_ok = not self._updated          # in-place updates check overlaps on every call
         self._plans: dict = {}                      # input shapes -> (sizes, output shapes, workspace bytes)
 
@@ -184,7 +205,7 @@ class Kernel:
         if out:                                     # numpy out= arrays exactly as the outputs are
             for name, a in out.items():
                 if (type(a) is not np.ndarray or name not in outs or a.shape != outs[name]
-                        or a.dtype != NP_DTYPE[self._out_ctype[name]] or not a.flags.c_contiguous
+                        or a.dtype != self._out_dtype[name] or not a.flags.c_contiguous
                         or not a.flags.writeable or any(np.may_share_memory(a, x) for x in arrays.values())):
                     return None                     # the full path says what is wrong
         from_buffer, result, args = self._ffi.from_buffer, {}, []
@@ -278,8 +299,7 @@ class Kernel:
         if out:                                    # the caller's own objects back
             outs.update({k: out[k] for k in given})
         if torch_in:
-            import torch
-            outs = {k: (v if _is_torch(v) else torch.from_numpy(v)) for k, v in outs.items()}
+            outs = {k: (v if _is_torch(v) else _as_torch(v, self._dtype.get(k, ""))) for k, v in outs.items()}
         return outs
 
     def _outputs_given(self, out: dict, sizes: dict, arrays: dict) -> dict:
@@ -297,9 +317,11 @@ class Kernel:
                 continue
             a, _ = as_array(p.name, out[p.name])
             want = tuple(int(s) for s in self._binding.output_shape(p.name, sizes))
-            dtype = NP_DTYPE[p.ctype]
-            if not isinstance(a, np.ndarray) or a.dtype != dtype or a.shape != want:
-                raise ArgumentError(f"out['{p.name}'] must be a {np.dtype(dtype).name} array of shape {want}, got "
+            ok = dtypes.accepts(p.dtype, a) if p.dtype and isinstance(a, np.ndarray) else \
+                isinstance(a, np.ndarray) and a.dtype == _np_dtype(p)
+            if not ok or a.shape != want:
+                what = dtypes.describe(p.dtype) if p.dtype else _np_dtype(p).name
+                raise ArgumentError(f"out['{p.name}'] must be a {what} array of shape {want}, got "
                                     f"{getattr(a, 'dtype', type(a).__name__)} {getattr(a, 'shape', '')}")
             if not a.flags.c_contiguous or not a.flags.writeable:
                 raise ArgumentError(f"out['{p.name}'] must be C-contiguous and writeable")

@@ -214,7 +214,7 @@ def minimum(s: Schedule) -> sp.Expr:
     for i in prog.inputs:
         total += need.get(i.name, sp.Integer(0)) * DTYPE_BYTES[bufs[i.name].dtype]
     for name, _ in prog.outputs:
-        total += bufs[name].size * DTYPE_BYTES[s.dtype]
+        total += bufs[name].size * DTYPE_BYTES[bufs[name].dtype]     # the arithmetic type or the declared storage
     for st in s.statements:
         if st.role != "update":
             continue

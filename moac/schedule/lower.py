@@ -24,7 +24,7 @@ class Context:
         self.subs = resolve(prog, sizes)                  # symbol -> Integer, derived sizes solved
         self.fixed = {s.name: int(v) for s, v in self.subs.items()}
         dtypes = {i.dtype for i in prog.inputs}
-        # arithmetic in f64 if any input is f64, else in f32 (f16 and bf16 are widened on load)
+        # arithmetic in f64 if any input is f64, else in f32 (narrower storage is widened on load)
         self.dtype = "f64" if "f64" in dtypes else "f32"
         self.buffers: dict = {}
         for i in prog.inputs:
@@ -46,7 +46,9 @@ class Context:
         return substitute(e, self.subs) if self.subs else e
 
     def add_buffer(self, name: str, role: str, shape: tuple, placement: str = "DRAM", tile: tuple = ()):
-        self.buffers[name] = Buffer(name, role, self.dtype, self.spec(tuple(shape)), placement,
+        """A buffer in the arithmetic type, or an output in its declared storage (`output out : bf16`)."""
+        dtype = self.dnf.program.output_dtypes.get(name, self.dtype) if role == "output" else self.dtype
+        self.buffers[name] = Buffer(name, role, dtype, self.spec(tuple(shape)), placement,
                                     tuple((sp.sympify(b), self.spec(e)) for b, e in tile))
 
 

@@ -52,7 +52,8 @@ def plan_packing(ctx, body, var, extent, opts):
     if w < 2:
         return "8-byte elements are one word each already"
     if int(n) % (LANES * w) or not 1 <= int(n) // (LANES * w) <= 8:
-        return f"{var.name} < {n} is not 32·{w}·R with R ≤ 8"
+        why = f"{var.name} < {n} is not 32·{w}·R with R ≤ 8"
+        return why + (f" (1-byte elements pack {w} to a word)" if min(sizes) == 1 else "")
     for r, esize in zip(runs, sizes):
         buf = ctx.buffers[r.array]
         off = gamma(ctx.spec(tuple(r.index)), buf.shape)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import sympy as sp
 
 from ...dnf import fmt_index, reads, substitute
+from ...dnf.ir import format_expr
 from ..index import internal
 from ..ir import Choice, Const, Guard, Kernel, LetIndex, Lift, Local, Loop, Op, Read, Select, Serial, Store
 from ..choices import CHUNK, CHUNKS_PER_FRAME, MIN_CHUNK
@@ -22,7 +23,7 @@ from ..monoids import lse_fold_lanes
 from . import generic
 from .generic import VECTOR, gang_nest, outer_reductions
 from .softmax_match import SoftmaxContraction, match_softmax
-from .split_k_passes import exp_sum, max_init, midx, scores, seq_over, weighted_sum
+from .split_k_passes import exp_sum, max_init, midx, scores, seq_over, token_factors, weighted_sum
 
 COMBINE_REGS = 8     # outputs of the last axis per combine gang (d = 8·db + r)
 
@@ -132,7 +133,11 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     names = Names()
     pidx = tuple(frame) + (l,)   # p is indexed (frame, g·C + c) = (frame, l)
     pass1 = scores(ctx, names, E, ev, l, pidx, C, opts.unroll, members, opts)
-    pass2 = exp_sum(l, pidx, C, members)
+    Wt, W = token_factors(W, rest)
+    if Wt is not None:
+        ctx.notes.append(f"the factor {format_expr(Wt)} of the weights does not depend on "
+                         f"{', '.join(x.name for x in rest)}: pass 2 multiplies p by it, once per token")
+    pass2 = exp_sum(l, pidx, C, members, Wt, names)
     pass3 = weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members, opts)
     stores = []
     for mi, mem in enumerate(members):

@@ -6,7 +6,7 @@ import math
 
 import sympy as sp
 
-from ...dnf import fmt_index, substitute
+from ...dnf import DConst, DIndex, DOp, DRead, fmt_index, free_index_vars, substitute
 from ..index import internal
 from ..index import gamma, lane_diff
 from ..ir import Const, Let, LetIndex, Lift, Local, Loop, Op, Prefetch, Set, Store
@@ -161,22 +161,68 @@ def scores(ctx, names, E, ev, l, pidx: tuple, C, U: int, members: list, opts) ->
     return main, rest
 
 
-def exp_sum(l, pidx: tuple, C, members: list) -> tuple:
-    """Pass 2: p = exp(score − chunk max) and the chunk sum zg, lanes over the tokens."""
+def exp_sum(l, pidx: tuple, C, members: list, Wt=None, names=None) -> tuple:
+    """Pass 2: p = exp(score − chunk max) and the chunk sum zg, lanes over the tokens.  With
+    a token factor Wt of the weights (see token_factors) p is stored as exp(…) × Wt, the
+    sum still of exp(…): once per token, where pass 3 would multiply every element."""
     M = len(members)
     g, c, cn = internal("g"), internal("c"), internal("cn")
     out = []
     for mi, m in enumerate(members):
         zg, mg = ("zg", "mg") if M == 1 else (f"zg{mi}", f"mg{mi}")
         idx = tuple(midx(x, m) for x in pidx)
+        p = Local("e")
+        scale: tuple = ()
+        if Wt is not None:
+            pre, wx = lower(msub(Wt, m), names)
+            scale, p = tuple(pre) + (Let("wt", wx),), Op("mul", (Local("e"), Local("wt")))
         out.append(Let(zg, Const(0.0)))
         out.append(Loop(c, cn, "vector", (
             LetIndex(l, g * C + c),
-            Let("e", Op("exp", (Op("sub", (read("@p", idx), Local(mg))),))),
-            Store("@p", idx, idx, Local("e")),
+            Let("e", Op("exp", (Op("sub", (read("@p", idx), Local(mg))),)))) + scale + (
+            Store("@p", idx, idx, p),
             Set(zg, Op("add", (Local(zg), Local("e"))))),
-            note="pass 2: p = exp(score − chunk max), chunk sum", reduce=(("add", (zg,)),), lanes=l, trip=C))
+            note="pass 2: p = exp(score − chunk max)" + (" × the token's weight factor" if Wt is not None else "")
+            + ", chunk sum", reduce=(("add", (zg,)),), lanes=l, trip=C))
     return tuple(out)
+
+
+def _plain(e) -> bool:
+    """A DNF expression of reads, constants and scalar functions only (no reduction, no guard)."""
+    match e:
+        case DRead() | DConst() | DIndex():
+            return True
+        case DOp(args=args):
+            return all(_plain(a) for a in args)
+    return False
+
+
+def token_factors(W, rest: list):
+    """The weights W of the weighted sum (a product) as (Wt, Wr): Wt the product of the
+    factors that do not depend on the output axes `rest` (a dequantisation scale of the
+    token's value row, say), None where there is none, and Wr the product of the others.
+    Pass 2 multiplies p by Wt once per token (exp_sum), pass 3 sums p·Wr: the same value in
+    real arithmetic, where Σ p·(Wt·Wr) would multiply every element by Wt."""
+    facs: list = []
+
+    def flat(e):
+        if isinstance(e, DOp) and e.op == "mul":
+            flat(e.args[0])
+            flat(e.args[1])
+        else:
+            facs.append(e)
+    flat(W)
+    tok = [f for f in facs if _plain(f) and not free_index_vars(f) & set(rest)]
+    row = [f for f in facs if not any(f is t for t in tok)]
+    if not rest or not tok or not row:
+        return None, W
+
+    def prod(xs):
+        out = xs[0]
+        for x in xs[1:]:
+            out = DOp("mul", (out, x))
+        return out
+    return prod(tok), prod(row)
 
 
 def weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members: list, opts) -> tuple:
