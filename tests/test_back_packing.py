@@ -38,12 +38,17 @@ def test_packed_gqa_matches_the_interpreter(kv, d, target):
     prog = moac.parse(gqa(kv), "gqa.moa")
     sizes = {"dk": d, "dv": d, "hq": 8, "hkv": 2}
     kern = check(prog, {**sizes}, target)
-    w = 8 // dtypes.BYTES[kv]
-    packed = any(a.packed > 1 for k in kern.onf.kernels for a in k.accesses)
-    assert packed == (d % (32 * w) == 0)            # d = 64 of 2-byte elements: 4 per lane would need 128
-    assert ("moac_word(K_" in kern.c_source and "moac_word(V_" in kern.c_source) == packed
-    if packed and w == 8:                           # 8 one-byte elements per word, each widened
+    esize = dtypes.BYTES[kv]
+    # the widest run per lane the 32 lanes tile: an 8-byte word, else one 4-byte word
+    w = next((w for w in (8 // esize, 4 // esize) if w >= 2 and d % (32 * w) == 0), None)
+    widths = {a.packed for k in kern.onf.kernels for a in k.accesses if a.array in ("K", "V")}
+    assert widths == ({w} if w else {1})            # d = 64 of bf16: 2 per lane, one 4-byte word
+    load = "moac_word" if w and w * esize == 8 else "moac_word4"
+    assert (f"{load}(K_" in kern.c_source and f"{load}(V_" in kern.c_source) == bool(w)
+    if w == 8:                                      # 8 one-byte elements per word, each widened
         assert f"moac_{kv}_to_f32((uint8_t)(k0_" in kern.c_source and ">> 56)" in kern.c_source
+    if w and w * esize == 4 and esize == 1:         # 4 one-byte elements per 4-byte word
+        assert f"moac_{kv}_to_f32((uint8_t)(k0_" in kern.c_source and ">> 24)" in kern.c_source
 
 
 def test_packing_off_gives_the_same_result_and_no_words():
@@ -70,7 +75,7 @@ def test_onf_states_the_packed_verdict_and_the_lifting():
 
 @pytest.mark.parametrize("sizes, reason", [
     ({}, "score loads not packed: the extent dk of j is not fixed at compile time"),
-    ({"dk": 80, "dv": 80}, "score loads not packed: j < 80 is not 32·4·R with R ≤ 8"),
+    ({"dk": 80, "dv": 80}, "score loads not packed: j < 80 is not 32·4·R or 32·2·R with R ≤ 8"),
 ])
 def test_packing_says_why_not(sizes, reason):
     onf = moac.parse(gqa("bf16"), "gqa.moa").onf(sizes=sizes)
@@ -78,10 +83,11 @@ def test_packing_says_why_not(sizes, reason):
 
 
 def test_one_byte_elements_say_why_not():
-    onf = moac.parse(gqa("f8e4m3"), "gqa.moa").onf(sizes={"dk": 128, "dv": 128})
-    assert "score loads not packed: j < 128 is not 32·8·R with R ≤ 8 (1-byte elements pack 8 to a word)" in onf.notes
-    assert "weighted-sum loads not packed: d < 128 is not 32·8·R with R ≤ 8 (1-byte elements pack 8 to a word)" \
-        in onf.notes
+    onf = moac.parse(gqa("f8e4m3"), "gqa.moa").onf(sizes={"dk": 96, "dv": 96})
+    assert "score loads not packed: j < 96 is not 32·8·R or 32·4·R with R ≤ 8 (1-byte elements pack 4 to a word)" \
+        in onf.notes, onf.notes
+    onf = moac.parse(gqa("f8e4m3"), "gqa.moa").onf(sizes={"dk": 128, "dv": 128})     # 4 per lane, 4-byte words
+    assert not any("not packed" in n for n in onf.notes), onf.notes
 
 
 def test_f64_is_not_packed():

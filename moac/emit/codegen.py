@@ -76,6 +76,9 @@ OPTIONAL_HELPERS = {
     " * splitting it into narrower loads of the parts the caller unpacks */\n"
     "static inline uint64_t moac_word(const void *p, int64_t i) { uint64_t w = ((const uint64_t *)p)[i]; "
     "__asm__(\"\" : \"+r\"(w)); return w; }",
+    "moac_word4": "/* one 4-byte word of an array (a packed load of four one-byte elements) */\n"
+    "static inline uint32_t moac_word4(const void *p, int64_t i) { uint32_t w = ((const uint32_t *)p)[i]; "
+    "__asm__(\"\" : \"+r\"(w)); return w; }",
     "moac_bits_to_f32": "/* an f32 from its bits (packed loads) */\n"
     "static inline float moac_bits_to_f32(uint32_t b) { union { uint32_t u; float f; } v; v.u = b; return v.f; }",
     # 8-bit storage, widened exactly and without branches (selects only, no table: nothing a

@@ -73,7 +73,7 @@ def _uses(code) -> tuple[set, set, set, set, set]:
                 decls.add(v)
             case cir.Assign(name=v):
                 reads.add(v)
-            case cir.Call(fn="moac_word", args=(cir.Var(name=a), _)):
+            case cir.Call(fn="moac_word" | "moac_word4", args=(cir.Var(name=a), _)):
                 arrays.add(a)
                 words.add(a)
     _walk(code, visit)
@@ -343,9 +343,14 @@ def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict,
     return host_code, regions, warp, comments
 
 
-WORD_HELPER = ("/* one 8-byte word of a read-only array (a packed load through the read-only path) */\n"
-               "static __device__ inline uint64_t moac_word(const void *p, int64_t i) "
-               "{ return (uint64_t)__ldg((const unsigned long long *)p + i); }")
+WORD_HELPERS = {
+    "moac_word": "/* one 8-byte word of a read-only array (a packed load through the read-only path) */\n"
+                 "static __device__ inline uint64_t moac_word(const void *p, int64_t i) "
+                 "{ return (uint64_t)__ldg((const unsigned long long *)p + i); }",
+    "moac_word4": "/* one 4-byte word of a read-only array (four one-byte elements, the read-only path) */\n"
+                  "static __device__ inline uint32_t moac_word4(const void *p, int64_t i) "
+                  "{ return (uint32_t)__ldg((const unsigned int *)p + i); }",
+}
 
 
 def _cxx(params: str) -> str:
@@ -374,8 +379,8 @@ def to_cuda(unit, sig, target) -> str:
         comments.update(cm)
         bodies.append(kernels_text(unit, indent, host_code))
     ctx.update(
-        helpers=tuple(h for h in ctx["helpers"] if h != OPTIONAL_HELPERS["moac_word"]),
-        device_helpers=((WORD_HELPER,) if "moac_word" in unit.helpers else ()) + tuple(warp.values()),
+        helpers=tuple(h for h in ctx["helpers"] if h not in (OPTIONAL_HELPERS[w] for w in WORD_HELPERS)),
+        device_helpers=tuple(text for w, text in WORD_HELPERS.items() if w in unit.helpers) + tuple(warp.values()),
         regions=[dict(name=r.name, comment=comments[r.name], threads=LANES * r.warps, warps=r.warps,
                       shared=[f"{t} *{a} = moac_smem_{t};   /* this gang's tile, in shared memory */"
                               for a, t in r.shared],

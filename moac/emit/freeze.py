@@ -18,7 +18,7 @@ from ..dtypes import BYTES, CTYPE, OUTPUT_STORAGE, WIDENED
 from ..schedule.index import gamma
 from ..schedule.ir import (Const, Guard, IndexValue, Let, LetIndex, Local, Loop, Op, Read, Schedule, Scope,
                            Select, Serial, Set, Store, Unpack, expr_reads, Prefetch)
-from ..schedule.packing import WORD
+from ..schedule.packing import WORD, word_bytes
 from . import cir
 
 def gamma_c(index: tuple, shape: tuple):
@@ -245,18 +245,21 @@ class _Freezer:
         return tuple(out)
 
     def unpack(self, st: Unpack) -> list:
-        """Whole 8-byte words, each split into its elements (narrow storage widened: 4 bf16/f16
-        or 8 one-byte elements per word; f32 by its bits)."""
+        """Whole 8-byte words (or one 4-byte word), each split into its elements (narrow
+        storage widened: 4 bf16/f16 or 8 one-byte elements per 8-byte word, 4 one-byte
+        elements per 4-byte word; f32 by its bits)."""
         self.aligned.add(mangle(st.array))
         buf = self.bufs[st.array]
         esize = BYTES[buf.dtype]
-        per = WORD // esize
+        wb = word_bytes(st.width, esize)                 # 8-byte words, or one 4-byte word
+        per = wb // esize
         first = sp.expand(gamma(st.index, buf.shape) / per)
+        load, wtype = ("moac_word", "uint64_t") if wb == WORD else ("moac_word4", "uint32_t")
         out = []
-        for wi in range(st.width * esize // WORD):
+        for wi in range(st.width * esize // wb):
             word = f"{st.names[wi * per]}w"
-            self.helpers.add("moac_word")
-            out.append(cir.Decl("uint64_t", word, cir.Call("moac_word", (cir.Var(mangle(st.array)), freeze(first + wi)))))
+            self.helpers.add(load)
+            out.append(cir.Decl(wtype, word, cir.Call(load, (cir.Var(mangle(st.array)), freeze(first + wi)))))
             for e in range(per):
                 bits = cir.Var(word) if e == 0 else cir.Bin(">>", cir.Var(word), cir.Int(8 * esize * e))
                 if buf.dtype in WIDENED:

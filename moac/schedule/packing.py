@@ -21,7 +21,17 @@ from .index import gamma, internal, lane_diff, logical
 from .ir import Const, Let, Local, Loop, Op, Set, Unpack
 
 WORD = 8        # bytes per packed load
+MIN_WORD = 4    # the narrower packed load, where a lane's run of the narrowest stream is 4 bytes
 LANES = 32
+
+
+def word_bytes(w: int, esize: int) -> int | None:
+    """The load width for a lane's run of w elements of esize bytes: 8-byte words (the run a
+    whole number of them), one 4-byte word, or None (not whole words)."""
+    run = w * esize
+    if run % WORD == 0:
+        return WORD
+    return run if run == MIN_WORD else None
 
 
 def streams(ctx, body, var) -> list:
@@ -51,15 +61,21 @@ def plan_packing(ctx, body, var, extent, opts):
     w = WORD // min(sizes)
     if w < 2:
         return "8-byte elements are one word each already"
+    # the widest run per lane that the 32 lanes tile: an 8-byte word of the narrowest
+    # stream, else a 4-byte one (d = 128 of one-byte elements: 4 per lane)
+    tried = [w]
+    while w > 2 and (int(n) % (LANES * w) or int(n) // (LANES * w) > 8) and w * min(sizes) > MIN_WORD:
+        w //= 2
+        tried.append(w)
     if int(n) % (LANES * w) or not 1 <= int(n) // (LANES * w) <= 8:
-        why = f"{var.name} < {n} is not 32·{w}·R with R ≤ 8"
+        why = f"{var.name} < {n} is not {' or '.join(f'32·{t}·R' for t in tried)} with R ≤ 8"
         return why + (f" (1-byte elements pack {w} to a word)" if min(sizes) == 1 else "")
     for r, esize in zip(runs, sizes):
         buf = ctx.buffers[r.array]
         off = gamma(ctx.spec(tuple(r.index)), buf.shape)
         if lane_diff(off, var) != 1:
             return f"{r.array} is not contiguous along {var.name}"
-        if (w * esize) % WORD:
+        if word_bytes(w, esize) is None:
             return f"{r.array}: {w} elements of {esize} bytes are not whole words"
         base = sp.expand(off.xreplace({var: 0}))
         if any(c % w for c in base.as_coefficients_dict().values()):

@@ -100,7 +100,7 @@ def scores(ctx, names, E, ev, l, pidx: tuple, C, U: int, members: list, opts) ->
             w, R = packed[1]
             per_token = [r for r in streams(ctx, red.body, ev)          # q is loaded once per pass
                          if any(l in sp.sympify(i).free_symbols for i in r.index)]
-            words = max((R * w * BYTES[ctx.buffers[r.array].dtype] // WORD for r in per_token), default=1)
+            words = max((max(1, R * w * BYTES[ctx.buffers[r.array].dtype] // WORD) for r in per_token), default=1)
             U = max(UNROLL, IN_FLIGHT // words)
         ctx.notes.append(f"score pass: {U} tokens per vector pass" + (
             f" ({IN_FLIGHT} packed words in flight per lane)" if packed is not None else ""))
