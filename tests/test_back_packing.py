@@ -3,6 +3,8 @@ packed and why not, the coalescing verdict at the packed granularity, numerics o
 kernels for every storage dtype, and the alignment they need."""
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
 import numpy as np
@@ -45,10 +47,12 @@ def test_packed_gqa_matches_the_interpreter(kv, d, target):
     assert widths == ({w} if w else {1})            # d = 64 of bf16: 2 per lane, one 4-byte word
     load = "moac_word" if w and w * esize == 8 else "moac_word4"
     assert (f"{load}(K_" in kern.c_source and f"{load}(V_" in kern.c_source) == bool(w)
-    if w == 8:                                      # 8 one-byte elements per word, each widened
-        assert f"moac_{kv}_to_f32((uint8_t)(k0_" in kern.c_source and ">> 56)" in kern.c_source
-    if w and w * esize == 4 and esize == 1:         # 4 one-byte elements per 4-byte word
-        assert f"moac_{kv}_to_f32((uint8_t)(k0_" in kern.c_source and ">> 24)" in kern.c_source
+    if w and esize == 1:       # one-byte elements widened two at a time, from the 16 bits of each pair
+        pairs = w // 2
+        assert f"moac_{kv}x2_to_f32((uint16_t)k0_" in kern.c_source
+        shifts = {int(x) for x in re.findall(rf"moac_{kv}x2_to_f32\(\(uint16_t\)\(k0_\w+ >> (\d+)\), [01]\)",
+                                             kern.c_source)}
+        assert shifts == {16 * p for p in range(1, pairs)}        # every pair of each word, none past it
 
 
 def test_packing_off_gives_the_same_result_and_no_words():

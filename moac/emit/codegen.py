@@ -105,6 +105,10 @@ OPTIONAL_HELPERS = {
     "    v.u = em >= 0x7cu ? (em == 0x7cu ? 0x7f800000u : 0x7fc00000u) : v.u;\n"
     "    v.u |= (uint32_t)(b & 0x80u) << 24; return v.f;\n"
     "}",
+    "moac_f8e4m3x2_to_f32": "/* element k (0: the low byte) of two packed E4M3 patterns, widened (a GPU converts the pair at once) */\n"
+    "static inline float moac_f8e4m3x2_to_f32(uint16_t two, int k) { return moac_f8e4m3_to_f32((uint8_t)(two >> (8 * k))); }",
+    "moac_f8e5m2x2_to_f32": "/* element k (0: the low byte) of two packed E5M2 patterns, widened */\n"
+    "static inline float moac_f8e5m2x2_to_f32(uint16_t two, int k) { return moac_f8e5m2_to_f32((uint8_t)(two >> (8 * k))); }",
     "moac_i8_to_f32": "/* int8 storage, its value as is */\n"
     "static inline float moac_i8_to_f32(int8_t b) { return (float)b; }",
     # 16-bit outputs (`output out : bf16`): rounded to nearest even when stored

@@ -19,6 +19,8 @@ from ..schedule.index import gamma
 from ..schedule.ir import (Const, Guard, IndexValue, Let, LetIndex, Local, Loop, Op, Read, Schedule, Scope,
                            Select, Serial, Set, Store, Unpack, expr_reads, Prefetch)
 from ..schedule.packing import WORD, word_bytes
+
+PAIRED = ("f8e4m3", "f8e5m2")   # unpacked in pairs: a GPU converts two fp8 to two f16 in one instruction
 from . import cir
 
 def gamma_c(index: tuple, shape: tuple):
@@ -262,7 +264,11 @@ class _Freezer:
             out.append(cir.Decl(wtype, word, cir.Call(load, (cir.Var(mangle(st.array)), freeze(first + wi)))))
             for e in range(per):
                 bits = cir.Var(word) if e == 0 else cir.Bin(">>", cir.Var(word), cir.Int(8 * esize * e))
-                if buf.dtype in WIDENED:
+                if buf.dtype in PAIRED:          # fp8 two at a time: the 16 bits of a pair, this half
+                    pair = cir.Var(word) if e < 2 else cir.Bin(">>", cir.Var(word), cir.Int(16 * (e // 2)))
+                    self.helpers.update({f"moac_{buf.dtype}_to_f32", f"moac_{buf.dtype}x2_to_f32"})
+                    val = cir.Call(f"moac_{buf.dtype}x2_to_f32", (cir.Cast("uint16_t", pair), cir.Int(e % 2)))
+                elif buf.dtype in WIDENED:
                     part = cir.Cast(f"uint{8 * esize}_t", bits)
                     val = self.widen(buf.dtype, part if CTYPE[buf.dtype].startswith("u") else
                                      cir.Cast(CTYPE[buf.dtype], part))

@@ -57,16 +57,24 @@ __host__ __device__
 static inline int32_t moac_imin32(int32_t a, int32_t b) { return a < b ? a : b; }
 __host__ __device__
 static inline int32_t moac_imax32(int32_t a, int32_t b) { return a > b ? a : b; }
-__host__ __device__
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+/* on the GPU: the exact conversion to f16 (E4M3: the hardware's, sm_89 and later), then to f32;
+ * on the host and older GPUs: */
 /* OCP FP8 E4M3FN storage (bias 7, no infinities, S.1111.111 NaN), widened to f32 on load:
  * a normal pattern's exponent and mantissa moved into place and rebiased (+120); a subnormal
  * m·2^-9 as 2^-6·(1 + m/8) − 2^-6 (exact); the NaN patterns the quiet NaN; then the sign */
-static inline float moac_f8e4m3_to_f32(uint8_t b) {
+static __host__ __device__ inline float moac_f8e4m3_to_f32(uint8_t b)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)b, __NV_E4M3)));
+#else
     uint32_t em = b & 0x7fu, u = (em << 20) + (120u << 23);
     union { uint32_t u; float f; } v, s; s.u = u + (1u << 23);
     v.u = u; v.f = em < 0x08u ? s.f - 0x1p-6f : v.f;
     v.u = em == 0x7fu ? 0x7fc00000u : v.u;
     v.u |= (uint32_t)(b & 0x80u) << 24; return v.f;
+#endif
 }
 static __device__ inline float moac_warp_add_f32(float x) { for (int o = 16; o > 0; o >>= 1) x = x + __shfl_xor_sync(0xffffffffu, x, o); return x; }
 static __device__ inline float moac_warp_max_f32(float x) { for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o)); return x; }
