@@ -52,6 +52,8 @@ def check_dnf(src_or_prog, sizes: dict, seed: int = 0, arrays: dict | None = Non
     Returns the interpreter's results."""
     prog = program(src_or_prog)
     arrays = random_inputs(prog, sizes, seed) if arrays is None else arrays
+    from moac.dtypes import as_float64          # the values an input of narrow storage holds
+    arrays = {k: as_float64(next((i.dtype for i in prog.inputs if i.name == k), "f64"), v) for k, v in arrays.items()}
     ref = prog.evaluate(sizes=sizes, **arrays)
     got = evaluate_dnf(prog.dnf(), arrays, sizes)
     assert set(got) == set(ref)

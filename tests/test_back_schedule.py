@@ -133,12 +133,15 @@ def test_schedule_has_levels_and_no_c():
 
 
 def test_counts_follow_the_tree():
-    """Flops are the operators in the tree times the iterations around them: doubling
-    the weighted sum's weight adds one multiplication per (token, d)."""
+    """Flops are the operators in the tree times the iterations around them: squaring the
+    values adds one multiplication per (token, d); doubling them adds one per token, since
+    a factor of the weights that does not depend on d multiplies the weight once per token."""
     base = moac.parse(HEAD + "out = (softmax (q +.× ⍉K)) +.× V\noutput out\n").onf()
-    more = moac.parse(HEAD + "out = (softmax (q +.× ⍉K)) +.× (V × 2)\noutput out\n").onf()
+    square = moac.parse(HEAD + "out = (softmax (q +.× ⍉K)) +.× (V × V)\noutput out\n").onf()
+    double = moac.parse(HEAD + "out = (softmax (q +.× ⍉K)) +.× (V × 2)\noutput out\n").onf()
     n, dv = sp.Symbol("n", integer=True, nonnegative=True), sp.Symbol("dv", integer=True, nonnegative=True)
-    assert sp.expand(more.flops - base.flops - n * dv) == 0
+    assert sp.expand(square.flops - base.flops - n * dv) == 0
+    assert sp.expand(double.flops - base.flops - n) == 0
 
 
 def _schedule():
