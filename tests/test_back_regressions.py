@@ -126,3 +126,19 @@ def test_a_nan_in_the_keys_propagates_as_in_the_interpreter(target):
     assert np.isnan(ref).all() and np.isnan(got).all()
     empty = kern(q=q, K=K[:0], V=V[:0])["out"]          # an empty axis still gives 0
     assert np.array_equal(empty, np.zeros(16, np.float32))
+
+
+@pytest.mark.parametrize("target", ["c", "openmp", "openacc"])
+@pytest.mark.parametrize("fixed", [{"dv": 0}, {"dk": 0, "dv": 0}])
+def test_an_empty_head_dimension_fixed_at_compile_time(target, fixed):
+    """A head dimension fixed to 0 was an internal ZeroDivisionError: the combine kernel's
+    registers per gang (min(8, dv) = 0, then dv mod 0) on every target, and the openmp
+    prefetch distance (16 KB ÷ a row of 0 bytes).  Now the output is empty and the check
+    passes."""
+    from moac.commands import random_inputs
+    prog = example("decode_gqa_batched")
+    kern = prog.compile(target=target, sizes=fixed, werror=True)
+    arrays, sizes = random_inputs(prog, {**fixed, "B": 2, "hq": 4, "hkv": 2, "n": 5, "dk": fixed.get("dk", 3)}, 0)
+    out = kern(**arrays)["out"]
+    assert out.shape == (2, 4, 0)
+    check_kernel(prog, kern, {k: v for k, v in sizes.items() if k != "g"})

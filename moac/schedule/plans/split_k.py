@@ -168,7 +168,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     if rest:
         last, n_last = rest[-1], rest_ext[-1]
         n_int = sp.sympify(n_last)
-        R = min(COMBINE_REGS, int(n_int)) if n_int.is_Integer else COMBINE_REGS
+        R = max(1, min(COMBINE_REGS, int(n_int))) if n_int.is_Integer else COMBINE_REGS   # an empty axis: 1
         db = internal("db")
         guarded = not (sp.Eq(sp.Mod(n_last, R), 0) is sp.true)
         outs = [R * db + r for r in range(R)]

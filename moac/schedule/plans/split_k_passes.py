@@ -40,6 +40,8 @@ def prefetches(ctx, body, l, lane, lane_ext, tok0, U: int) -> tuple:
         if lane_diff(off, lane) != 1 or not row.is_Integer or sp.sympify(row - lane_ext) != 0:
             continue
         rbytes = int(row) * BYTES[buf.dtype]
+        if rbytes <= 0:                  # rows of no elements (d = 0): nothing to fetch
+            continue
         ahead = max(1, PREFETCH_AHEAD // rbytes)
         idx = tuple(sp.expand(sp.sympify(i).xreplace({l: tok0 + ahead, lane: 0})) for i in r.index)
         out.append(Prefetch(r.array, idx, U * rbytes))
