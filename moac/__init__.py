@@ -4,12 +4,12 @@
 use of `moac.Program`, `moac.load` or `moac.parse`, so that `moac.gpu` and the command line's
 cached paths start fast.
 """
-from .errors import (ArgumentError, BuildError, CheckError, MoacError, NameError_, ParseError,
+from .errors import (ArgumentError, BuildError, CheckError, DeviceError, MoacError, NameError_, ParseError,
                      RewriteError, ShapeError)
 from .version import __version__
 
 __all__ = ["Program", "load", "parse", "MoacError", "ParseError", "ShapeError", "NameError_",
-           "RewriteError", "BuildError", "ArgumentError", "CheckError", "__version__"]
+           "RewriteError", "BuildError", "ArgumentError", "CheckError", "DeviceError", "__version__"]
 
 _LAZY = {"Program", "load", "parse"}
 
