@@ -135,6 +135,8 @@ class DeviceKernel:
                        + [ctypes.c_void_p] * (2 if m.stream else 1))
         self._fn = fn
         self._plans: dict = {}         # (input shapes, sizes by name) -> (sizes, output shapes, scratch bytes)
+        self._fast_plans: dict = {}    # (input shapes, device index) -> what a plain call needs (_fast_call)
+        self._torch, self._in_dtypes = None, None
         self._ws_fn = getattr(self._lib, f"{m.function}_workspace_bytes", None)
         if self._ws_fn is not None:
             self._ws_fn.restype = ctypes.c_size_t
@@ -158,7 +160,52 @@ class DeviceKernel:
         Outputs are allocated with torch.empty on that device, or taken from `out`
         (name -> tensor of the output's dtype and shape, written and returned); inputs
         updated in place come back too.  Returns {name: tensor}."""
+        if out is None and not self.manifest.updated:
+            result = self._fast_call(tensors)
+            if result is not None:
+                return result
         return self.prepare(out, **tensors)()
+
+    def _fast_call(self, tensors: dict):
+        """A call whose inputs are contiguous CUDA tensors of the declared dtypes on one
+        device, passed by name with nothing else, or None when this call is not one (then
+        `prepare` checks it and says what is wrong).  The sizes, output shapes and scratch
+        bytes of a set of input shapes and a device come from `prepare` the first time."""
+        m = self.manifest
+        if len(tensors) != len(m.inputs):
+            return None
+        torch = self._torch or _torch()
+        self._torch = torch
+        if self._in_dtypes is None:
+            self._in_dtypes = tuple((n, getattr(torch, DTYPES[m.array[n]["dtype"]])) for n in m.inputs)
+        shapes, dev = [], None
+        for name, want in self._in_dtypes:
+            t = tensors.get(name)
+            if not isinstance(t, torch.Tensor) or t.dtype != want or not t.is_cuda or not t.is_contiguous():
+                return None
+            d = t.get_device()
+            if dev is None:
+                dev = d
+            elif d != dev:
+                return None
+            shapes.append(t.shape)
+        key = (tuple(shapes), dev)
+        plan = self._fast_plans.get(key)
+        if plan is None:
+            launch = self.prepare(None, **tensors)          # the full checks, once per shapes and device
+            outs = tuple((n, tuple(t.shape), t.dtype) for n, t in launch.results.items() if n in m.outputs)
+            if len(self._fast_plans) >= 256:
+                self._fast_plans.clear()
+            self._fast_plans[key] = (launch.sizes, outs, launch.ws_bytes, launch.device)
+            return launch()
+        sizes, outs, ws_bytes, device = plan
+        results = {n: torch.empty(shape, dtype=dt, device=device) for n, shape, dt in outs}
+        args = [sizes[p["name"]] if p["kind"] == "size" else
+                (tensors[p["name"]] if p["kind"] != "output" else results[p["name"]]).data_ptr() for p in m.params]
+        misaligned = tuple(n for n in m.inputs if tensors[n].data_ptr() % 8)
+        if misaligned:
+            return None                                      # prepare's Launch reports it
+        return Launch(self, torch, device, args, ws_bytes, results, (), sizes)()
 
     def prepare(self, out: dict | None = None, **tensors) -> "Launch":
         """Check the arguments, bind the sizes and allocate the outputs once; the Launch
