@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from html import escape
 from pathlib import Path
 
@@ -101,7 +102,10 @@ class Program:
         command and the compiler's output."""
         from .jit import build
         opts = Options.make(**options)
-        key = (opts, cc, werror, tuple(extra_flags), native)
+        # the environment the build reads (CC, MOAC_CFLAGS, MOAC_NATIVE) is part of the key: a
+        # changed setting builds anew instead of returning the kernel built under the old one
+        env = tuple(os.environ.get(k) for k in ("CC", "MOAC_CFLAGS", "MOAC_NATIVE"))
+        key = (opts, cc, werror, tuple(extra_flags), native, env)
         if key not in self.kernels:
             self.kernels[key] = build.build(self.lower(opts), cc=cc, werror=werror,
                                             extra_flags=tuple(extra_flags), native=native)  # stage 6: C -> kernel

@@ -207,6 +207,22 @@ def test_cache_info_and_clear(tmp_path):
     assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["keep.txt"]
 
 
+def test_changed_build_settings_rebuild_in_the_same_process(monkeypatch):
+    """Program.compile's in-process cache keys on CC and MOAC_CFLAGS too: a kernel built
+    before a setting changed is not handed back after it."""
+    import moac
+    prog = moac.parse("size n\ninput x : f32 ⟨n⟩\ny = x × 5\noutput y\n", "env.moa")
+    monkeypatch.delenv("MOAC_CFLAGS", raising=False)
+    a = prog.compile(target="c")
+    assert prog.compile(target="c") is a
+    monkeypatch.setenv("MOAC_CFLAGS", "-DMOAC_PROBE=2")
+    b = prog.compile(target="c")
+    assert b is not a and b.flags[-1] == "-DMOAC_PROBE=2"
+    monkeypatch.setenv("CC", "no-such-cc-for-moac")
+    with pytest.raises(moac.BuildError, match="no-such-cc-for-moac"):
+        prog.compile(target="c")
+
+
 def test_cc_and_moac_cflags_reach_the_build(monkeypatch):
     import moac
     src = "size n\ninput x : f32 ⟨n⟩\ny = x × 7\noutput y\n"
