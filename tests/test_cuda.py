@@ -5,6 +5,7 @@ checked as text and every example's CUDA is compiled with nvcc, skipped cleanly 
 nvcc is absent."""
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -91,21 +92,40 @@ def test_32_bit_cuda_kernels_take_32_bit_sizes():
     assert "for (int32_t moac_gid = blockIdx.x;" in src
 
 
+@pytest.fixture(scope="module")
+def nvcc_builds():
+    """Every example's CUDA, with its sizes symbolic and fixed, compiled by nvcc on all the
+    CPUs at once (the sources are printed first, one after another): {(name, fixed?): the
+    library's path, or the exception the build raised}."""
+    from concurrent.futures import ThreadPoolExecutor
+    jobs = {(n, False): example(n).c_source(target="cuda") for n in EXAMPLE_NAMES}
+    jobs.update({(n, True): example(n).c_source(target="cuda", sizes=FIXED[n]) for n in sorted(FIXED)})
+
+    def build(src):
+        try:
+            return build_library(src, compile_flags("cuda", werror=True), cc="nvcc")
+        except Exception as e:          # reported by the test of that example
+            return e
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        return dict(zip(jobs, pool.map(build, jobs.values())))
+
+
 @needs_nvcc
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)
-def test_every_example_compiles_with_nvcc(name):
-    src = example(name).c_source(target="cuda")
-    lib = build_library(src, compile_flags("cuda", werror=True), cc="nvcc")
+def test_every_example_compiles_with_nvcc(name, nvcc_builds):
+    lib = nvcc_builds[(name, False)]
+    assert not isinstance(lib, Exception), lib
     assert lib.exists()
 
 
 @needs_nvcc
 @pytest.mark.parametrize("name", sorted(FIXED))
-def test_every_example_with_fixed_sizes_compiles_with_nvcc(name):
+def test_every_example_with_fixed_sizes_compiles_with_nvcc(name, nvcc_builds):
     """Fixed sizes give the other code paths: packed loads, 32-bit kernels proven from the
     sizes, a shared KV head group with its scores in shared memory."""
-    src = example(name).c_source(target="cuda", sizes=FIXED[name])
-    assert build_library(src, compile_flags("cuda", werror=True), cc="nvcc").exists()
+    lib = nvcc_builds[(name, True)]
+    assert not isinstance(lib, Exception), lib
+    assert lib.exists()
 
 
 @needs_nvcc
