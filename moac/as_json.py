@@ -69,7 +69,7 @@ def onf(prog, o) -> dict:
 
 
 def cost(prog, sizes: dict, hardware: list, layers, kv_dtype, token: str, target: str) -> dict:
-    from .cost import analyse, storage_for
+    from .cost import _call_counts, _per_token_intensity, analyse, storage_for
     storage = storage_for(prog, kv_dtype, token)
     c = analyse(prog, sizes, target, token, storage)
     v = c.values
@@ -83,9 +83,9 @@ def cost(prog, sizes: dict, hardware: list, layers, kv_dtype, token: str, target
         out["kv_bytes_per_token"] = {"expr": _expr(c.kv_per_token), "value": _value(c.kv_per_token, v),
                                      "layers": layers,
                                      "whole_model": _value(c.kv_per_token * layers, v) if layers else None}
-        ai = sp.simplify(c.flops_per_token / c.kv_per_token)
+        ai = _per_token_intensity(c)
         out["intensity_per_token"] = {"expr": _expr(ai), "value": _value(ai, v)}
-    bytes_v, flops_v = (_value(c.traffic, v), _value(c.flops, v)) if v else (None, None)
+    bytes_v, flops_v = _call_counts(c)
     out["intensity"] = flops_v / bytes_v if bytes_v and flops_v is not None else None
     out["roofline"] = []
     if bytes_v and flops_v is not None:

@@ -106,11 +106,7 @@ def put_text(key: tuple, text: str) -> None:
     if not enabled():
         return
     try:
-        path = _out_path(key)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".moac_tmp_", suffix=".txt")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        write_atomic(_out_path(key), text)
     except OSError:
         pass
 
