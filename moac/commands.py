@@ -35,8 +35,12 @@ def random_inputs(prog, sizes: dict, seed: int = 0) -> tuple[dict, dict]:
                         f"generates its inputs in memory and stops at {CHECK_BYTES / 2**30:.0f} GiB "
                         "(compile the kernel for these sizes, check it at smaller ones)")
     arrays = {}
+    from .front.data import INDEX_DTYPES, random_values
     for info in prog.inputs:
-        arrays[info.name] = dtypes.random(info.dtype, rng, shapes[info.name])
+        if info.dtype in INDEX_DTYPES:             # sizes and indices within the program's conditions
+            arrays[info.name] = random_values(info.name, shapes[info.name], prog.core, env, rng)
+        else:
+            arrays[info.name] = dtypes.random(info.dtype, rng, shapes[info.name])
     return arrays, {k.name: int(v) for k, v in env.items()}
 
 
@@ -49,10 +53,13 @@ def tolerance(ctype: str, length: int) -> float:
 def reduction_length(onf, sizes: dict) -> int:
     """The longest chain of accumulations feeding one output element (error grows with it)."""
     env = {sp.Symbol(k, integer=True, nonnegative=True): v for k, v in sizes.items()}
+    from .front.data import bounds, upper_bound
+    bound = bounds(onf.dnf.program)
 
     def length(e) -> int:
         match e:
             case DReduce(extent=ext, body=b):
+                ext = upper_bound(ext, bound)          # a data extent (Σ_{l<lens[b]}): its largest value
                 return int(sp.sympify(ext).xreplace(env)) + length(b)
             case DOp(args=args):
                 return max((length(a) for a in args), default=0)

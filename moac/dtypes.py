@@ -1,4 +1,5 @@
-"""Storage dtypes: f64, f32, f16 and bf16; the 8-bit f8e4m3, f8e5m2 and i8 for inputs.
+"""Storage dtypes: f64, f32, f16 and bf16; the 8-bit f8e4m3, f8e5m2 and i8 for inputs;
+i32 and i64 for integer inputs that hold sizes and indices (front/data.py).
 
 Low-precision inputs are stored as 16- or 8-bit patterns and widened exactly to f32 on
 load, so the bytes moved shrink while the arithmetic stays in f32.  numpy has float16;
@@ -17,11 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 
-BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "f8e4m3": 1, "f8e5m2": 1, "i8": 1}
+BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "f8e4m3": 1, "f8e5m2": 1, "i8": 1, "i32": 4, "i64": 8}
 CTYPE = {"f64": "double", "f32": "float", "f16": "uint16_t", "bf16": "uint16_t", "f8e4m3": "uint8_t",
-         "f8e5m2": "uint8_t", "i8": "int8_t"}
+         "f8e5m2": "uint8_t", "i8": "int8_t", "i32": "int32_t", "i64": "int64_t"}
 NUMPY = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": np.uint16, "f8e4m3": np.uint8,
-         "f8e5m2": np.uint8, "i8": np.int8}
+         "f8e5m2": np.uint8, "i8": np.int8, "i32": np.int32, "i64": np.int64}
 WIDENED = ("f16", "bf16", "f8e4m3", "f8e5m2", "i8")     # stored narrow, widened to f32 on load
 OUTPUT_STORAGE = ("f16", "bf16")                          # an output's declared storage (else the arithmetic type)
 FP8 = ("f8e4m3", "f8e5m2")

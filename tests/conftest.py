@@ -37,7 +37,13 @@ def concrete_shape(shape, sizes: dict) -> tuple:
 def random_inputs(prog: moac.Program, sizes: dict, seed: int = 0) -> dict:
     """Seeded standard-normal float64 arrays for every input of `prog`."""
     rng = np.random.default_rng(seed)
-    return {i.name: rng.standard_normal(concrete_shape(i.shape, sizes)) for i in prog.inputs}
+    from moac.front.data import INDEX_DTYPES, random_values
+    env = {sym(k): v for k, v in sizes.items()}
+    for name, e in prog.core.derived:
+        env.setdefault(sym(name), sp.sympify(e).xreplace(env))
+    return {i.name: (random_values(i.name, concrete_shape(i.shape, sizes), prog.core, env, rng)
+                     if i.dtype in INDEX_DTYPES else rng.standard_normal(concrete_shape(i.shape, sizes)))
+            for i in prog.inputs}
 
 
 def program(src_or_prog, filename: str = "<test>") -> moac.Program:

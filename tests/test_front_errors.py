@@ -24,8 +24,8 @@ CASES = {
     "syntax-bad-character": (
         V + "z = x @ 1\noutput z", moac.ParseError, "unexpected character '@'", 6, 7),
     "syntax-bad-dtype": (
-        "size n\ninput x : i32 ⟨n⟩\n", moac.ParseError,
-        "unexpected 'i32'; expected a dtype (f32, f64, f16, bf16, f8e4m3, f8e5m2, i8)", 2, 11),
+        "size n\ninput x : u32 ⟨n⟩\n", moac.ParseError,
+        "unexpected 'u32'; expected a dtype (f32, f64, f16, bf16, f8e4m3, f8e5m2, i8, i32, i64)", 2, 11),
     "syntax-two-operands": (
         V + "z = x y\noutput z", moac.ParseError,
         "unexpected 'y'; expected an expression or statement", 6, 7),

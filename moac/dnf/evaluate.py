@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import sympy as sp
 
+from ..front.data import INDEX_DTYPES, evaluate as evaluate_data
 from ..front.interp import bind_sizes
 from ..ops import OPS
 from .ir import DNF, DConst, DIndex, DOp, DRead, DReduce, DSelect
@@ -17,9 +18,10 @@ def evaluate_dnf(d: DNF, arrays: dict, sizes: dict | None = None) -> dict:
     ψ-reduction against the reference interpreter on small shapes."""
     env = bind_sizes(d.program, arrays, sizes)
     store = {k: np.asarray(v, dtype=np.float64) for k, v in arrays.items()}
+    ints = {i.name: np.asarray(arrays[i.name]) for i in d.program.inputs if i.dtype in INDEX_DTYPES}
 
     def ival(x, ienv) -> int:
-        v = sp.sympify(x).xreplace(ienv)
+        v = evaluate_data(x, ienv, ints)
         if not v.is_Integer:
             raise ValueError(f"index {x} did not evaluate to an integer: {v}")
         return int(v)
@@ -45,7 +47,7 @@ def evaluate_dnf(d: DNF, arrays: dict, sizes: dict | None = None) -> dict:
                     acc = fn(acc, ev(b, {**ienv, v: sp.Integer(i)}))
                 return acc
             case DSelect(cond=c, then=t, other=o):
-                return ev(t, ienv) if bool(sp.sympify(c).xreplace(ienv)) else ev(o, ienv)
+                return ev(t, ienv) if bool(evaluate_data(c, ienv, ints)) else ev(o, ienv)
         raise TypeError(e)
 
     out = {}

@@ -185,7 +185,8 @@ def format_dnf(d: DNF) -> str:
         tag = {"temp": "temp   ", "output": "output ", "update": "update "}[s.role]
         lines.append(f"{tag} {format_stmt(s)}")
     for c in p.constraints:
-        lines.append(f"require {fmt_index(c.cond)}    -- {c.message}")
+        over = ("    for " + ", ".join(f"{fmt_index(v)} < {fmt_index(e)}" for v, e in c.over)) if c.over else ""
+        lines.append(f"require {fmt_index(c.cond)}{over}    -- {c.message}")
     return "\n".join(lines)
 
 

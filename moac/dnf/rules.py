@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from ..front import core as C
+from ..front import data as D
 from ..errors import RewriteError
 from ..ops import OPS, RIGHT_FOLDS
 from .ir import (DNF, DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt, TraceStep, fmt_index, fmt_num,
@@ -83,6 +84,7 @@ class _Ctx:
     used: set = field(default_factory=set)          # variable names in the current statement
     scope: dict = field(default_factory=dict)       # var -> extent, in binding order
     cells: dict = field(default_factory=dict)       # cell id -> (core arg, frame index)
+    phis: dict = field(default_factory=dict)        # Ω frame placeholder -> the frame index it stands for
     guards: list = field(default_factory=list)      # catenation conditions around the current node
 
     def fresh(self, extent) -> sp.Symbol:
@@ -120,6 +122,16 @@ def _fold(op: str, v, extent, body):
     return DReduce(partner, v, extent, DSelect(odd, DOp(invert, (body,)), body))
 
 
+def _at(ctx: _Ctx, e, index: tuple = ()):
+    """A node's sympy field as the DNF sees it: the axis placeholders of a dependent shape
+    replaced by the index selected with, the enclosing Ω frames' placeholders by their
+    frame indices (front/data.py)."""
+    e = sp.sympify(e)
+    if index:
+        e = D.at_index(e, index)
+    return e.xreplace(ctx.phis) if ctx.phis else e
+
+
 def psi_reduce(node: C.Core, idx: tuple, ctx: _Ctx):
     """The full ψ-selection ⟨idx⟩ψnode as a DNF expression (len(idx) == rank of node)."""
     assert len(idx) == node.rank, (type(node).__name__, idx, node.shape)
@@ -129,7 +141,7 @@ def psi_reduce(node: C.Core, idx: tuple, ctx: _Ctx):
         case C.CConst(value=v):
             return DConst(v)
         case C.CSize(expr=e):
-            return DIndex(e)
+            return DIndex(_at(ctx, e))
         case C.CVec(items=items):
             (i,) = idx
             if sp.sympify(i).is_Integer:
@@ -151,7 +163,7 @@ def psi_reduce(node: C.Core, idx: tuple, ctx: _Ctx):
                     parts.append(psi_reduce(a, idx, ctx))
             return DOp(op, tuple(parts))
         case C.CPsi(index=pre, arg=arg):
-            full = tuple(pre) + tuple(idx)
+            full = tuple(_at(ctx, i) for i in pre) + tuple(idx)
             ctx.log("ψ∘ψ", node, idx, f"{fmt_vec(full)}ψ{core_text(arg)}")
             return psi_reduce(arg, full, ctx)
         case C.CTranspose(perm=perm, arg=arg):
@@ -184,28 +196,31 @@ def psi_reduce(node: C.Core, idx: tuple, ctx: _Ctx):
                 other = psi_reduce(b, bidx, ctx)
             return DSelect(cond, then, other)
         case C.CTake(count=k, arg=arg):
-            new = tuple(idx) if sp.sympify(k).is_nonnegative else (idx[0] + arg.shape[0] + k,) + tuple(idx[1:])
+            k = _at(ctx, k)
+            new = tuple(idx) if k.is_nonnegative else (idx[0] + _at(ctx, arg.shape[0]) + k,) + tuple(idx[1:])
             ctx.log("ψ-take", node, idx, f"{fmt_vec(new)}ψ{core_text(arg)}")
             return psi_reduce(arg, new, ctx)
         case C.CDrop(count=k, arg=arg):
-            new = (idx[0] + k,) + tuple(idx[1:]) if sp.sympify(k).is_nonnegative else tuple(idx)
+            k = _at(ctx, k)
+            new = (idx[0] + k,) + tuple(idx[1:]) if k.is_nonnegative else tuple(idx)
             ctx.log("ψ-drop", node, idx, f"{fmt_vec(new)}ψ{core_text(arg)}")
             return psi_reduce(arg, new, ctx)
         case C.CReverse(arg=arg):
-            new = (arg.shape[0] - 1 - idx[0],) + tuple(idx[1:])
+            new = (_at(ctx, arg.shape[0]) - 1 - idx[0],) + tuple(idx[1:])
             ctx.log("ψ-reverse", node, idx, f"{fmt_vec(new)}ψ{core_text(arg)}")
             return psi_reduce(arg, new, ctx)
         case C.CRed(op=op, arg=arg):
-            v = ctx.fresh(arg.shape[0])
-            with _bound(ctx, v, arg.shape[0]):
+            ext = _at(ctx, arg.shape[0], (sp.Integer(0),) + tuple(idx))
+            v = ctx.fresh(ext)
+            with _bound(ctx, v, ext):
                 body = psi_reduce(arg, (v,) + tuple(idx), ctx)
-            out = _fold(op, v, arg.shape[0], body)
+            out = _fold(op, v, ext, body)
             ctx.log("ψ-reduce" if op not in RIGHT_FOLDS else "ψ-reduce, right fold", node, idx, format_expr(out))
             return out
         case C.CInner(f=f, g=g, left=a, right=b):
-            ext = a.shape[-1]
-            v = ctx.fresh(ext)
             ra = a.rank - 1
+            ext = _at(ctx, a.shape[-1], tuple(idx[:ra]))
+            v = ctx.fresh(ext)
             with _bound(ctx, v, ext):
                 body = DOp(g, (psi_reduce(a, tuple(idx[:ra]) + (v,), ctx),
                                psi_reduce(b, (v,) + tuple(idx[ra:]), ctx)))
@@ -216,9 +231,11 @@ def psi_reduce(node: C.Core, idx: tuple, ctx: _Ctx):
             out = DOp(g, (psi_reduce(a, tuple(idx[:a.rank]), ctx), psi_reduce(b, tuple(idx[a.rank:]), ctx)))
             ctx.log("ψ-outer", node, idx, format_expr(out))
             return out
-        case C.COmega(frame=frame, args=args, cells=cells, frames=frames, body=body):
+        case C.COmega(frame=frame, args=args, cells=cells, frames=frames, body=body, phis=phis):
             fidx = tuple(idx[:len(frame)])
             saved = dict(ctx.cells)
+            saved_phis = ctx.phis
+            ctx.phis = {**ctx.phis, **dict(zip(phis, fidx))}
             for a, cell, fr in zip(args, cells, frames):
                 ctx.cells[cell.id] = (a, fidx if fr else ())
             ctx.log("ψ-Ω", node, idx, f"{fmt_vec(idx[len(frame):])}ψ{core_text(body)} with cells "
@@ -227,6 +244,7 @@ def psi_reduce(node: C.Core, idx: tuple, ctx: _Ctx):
                 return psi_reduce(body, tuple(idx[len(frame):]), ctx)
             finally:
                 ctx.cells = saved
+                ctx.phis = saved_phis
         case C.CCell(id=cid):
             arg, fidx = ctx.cells[cid]
             saved = dict(ctx.cells)

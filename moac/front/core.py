@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from ..errors import Source, Span
+from .data import has_data, show as data_show
 
 Shape = tuple  # tuple[sp.Expr, ...]
 
@@ -142,6 +143,7 @@ class COmega(Core):
     cells: tuple          # one CCell per operand
     frames: tuple         # each operand's own frame (empty or == frame)
     body: Core            # the function applied to the cells
+    phis: tuple = ()      # the frame placeholders the body's shapes use (front/data.py)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -164,6 +166,8 @@ class Constraint:
     cond: sp.Basic
     message: str
     span: Span
+    over: tuple = ()      # ((index symbol, extent), …): the condition holds for every such index
+                          # (a condition on integer data: every element of `lens` within the cache)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +204,8 @@ def show_expr(e) -> str:
     n*dk, n**2)."""
     e = sp.sympify(e)
     e = e.xreplace({d: sp.Symbol(d.name) for d in e.atoms(sp.Dummy)})   # moac's own loop variables
+    if has_data(e):
+        return data_show(e).replace("**", "^").replace("*", "·")
     return str(e).replace("**", "^").replace("*", "·")
 
 

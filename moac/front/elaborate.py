@@ -17,6 +17,7 @@ from . import syntax as S
 from .core import (CCat, CCell, CConst, CDrop, CInner, CInput, CIota, CMap, CNamed, COmega, COuter, Constraint,
                    Core, CPsi, CRed, CReshape, CReverse, CSize, CTake, CTranspose, CVec, provably, same, same_shape,
                    show_expr, show_shape)
+from . import data as D
 from ..errors import MoacError, NameError_, ParseError, ShapeError, Source, Span
 from ..ops import BINARY, FOLDABLE, MONADIC_ONLY, STATIC_LEFT, STRUCTURAL, UNARY, monadic
 
@@ -45,6 +46,8 @@ class Elab:
     constraints: list = field(default_factory=list)
     call_stack: list = field(default_factory=list)
     current_source: Source | None = None
+    cell_info: dict = field(default_factory=dict)   # cell id -> (operand, its frame placeholders)
+    index_hints: dict = field(default_factory=dict)  # size name -> index variable name (for `require … for b < B`)
 
     # ---- errors
     def err(self, cls, msg: str, node_or_span, notes=()):
@@ -55,13 +58,38 @@ class Elab:
         return (self.current_source or self.source).excerpt(node.span)
 
     # ---- static values
-    def static_int(self, node: S.Node, scope: Scope) -> sp.Expr:
-        """A static integer expression (numbers, sizes, + − × ÷ on them)."""
+    def static_int(self, node: S.Node, scope: Scope, data: bool = False) -> sp.Expr:
+        """A static integer expression (numbers, sizes, + − × ÷ on them); with `data`, also
+        an element of an integer input (a size per Ω frame: a take count, a ψ index)."""
         core = self.expr(node, scope)
         v = self.core_static(core)
         if v is None or core.rank != 0:
             raise self.err(ShapeError, f"expected a static integer (numbers and sizes), got {self.text(node)!r}", node)
+        if not data:
+            self.no_data(v, node)
         return v
+
+    def no_data(self, v, node) -> None:
+        if any(D.has_data(x) for x in (v if isinstance(v, tuple) else (v,))):
+            raise self.err(ShapeError, f"{self.text(node)!r} is read from an integer array; only a take or drop "
+                           "count and a ψ index may be (a shape, a size or ι's argument must be static)", node)
+
+    def data_at(self, c: Core, idx: tuple):
+        """The sympy term for element `idx` of an integer input seen through ψ, Ω cells,
+        names and transposes (front/data.py), or None if `c` is no such view."""
+        match c:
+            case CInput(dtype=dt, name=n) if dt in D.INDEX_DTYPES and len(idx) == c.rank:
+                return D.read_term(n, tuple(idx))
+            case CPsi(index=pre, arg=a):
+                return self.data_at(a, tuple(pre) + tuple(idx))
+            case CCell(id=i) if i in self.cell_info:
+                arg, fs = self.cell_info[i]
+                return self.data_at(arg, tuple(fs) + tuple(idx))
+            case CNamed(arg=a):
+                return self.data_at(a, idx)
+            case CTranspose(perm=p, arg=a):
+                return self.data_at(a, tuple(idx[p[k]] for k in range(a.rank)))
+        return None
 
     def core_static(self, c: Core):
         match c:
@@ -90,14 +118,18 @@ class Elab:
                 if op == "div":
                     q = vals[0] / vals[1]
                     return q if q.is_integer else None
+        if c.rank == 0:
+            return self.data_at(c, ())
         return None
 
-    def static_vector(self, node: S.Node, scope: Scope, what: str) -> tuple:
+    def static_vector(self, node: S.Node, scope: Scope, what: str, data: bool = False) -> tuple:
         core = self.expr(node, scope)
         vec = self.core_static_vector(core)
         if vec is None:
             raise self.err(ShapeError, f"{what} must be a static vector (numbers and sizes), "
                            f"got {self.text(node)!r}", node)
+        if not data:
+            self.no_data(vec, node)
         return vec
 
     def core_static_vector(self, c: Core):
@@ -177,10 +209,11 @@ class Elab:
             return CVec(node.span, (sp.Integer(len(shp)),),
                         tuple(CSize(node.span, (), sp.expand(c)) for c in reversed(comps)))
         if op == "psi":
-            idx = self.static_vector(left, scope, "a ψ index")
+            idx = self.static_vector(left, scope, "a ψ index", data=True)
             return self.psi(idx, a, node, left)
         if op == "rho":
             new = self.static_vector(left, scope, "the new shape of ρ")
+            self.rectangular(a, right, "ρ")
             if not same(sp.Mul(*new), sp.Mul(*a.shape)):
                 raise self.err(ShapeError, f"reshape to {show_shape(new)} must keep the number of elements: "
                                f"π{show_shape(new)} = {show_expr(sp.Mul(*new))} but τ{self.text(right)} = "
@@ -192,22 +225,20 @@ class Elab:
                 raise self.err(ShapeError, f"dyadic ⍉ needs a permutation of ⟨0 … {a.rank - 1}⟩ for an operand of "
                                f"rank {a.rank}; got {show_shape(perm)}", left)
             perm = tuple(int(p) for p in perm)
-            shape = [None] * a.rank
-            for k, p in enumerate(perm):
-                shape[p] = a.shape[k]
-            return CTranspose(node.span, tuple(shape), perm, a)
+            return self.transpose(node.span, perm, a)
         if op in ("take", "drop"):
             core = self.expr(left, scope)
             if core.rank == 1:                    # a vector count: one count per leading axis
                 counts = self.core_static_vector(core)
                 if counts is None:
                     raise self.err(ShapeError, f"the counts of {STRUCTURAL[op].symbol} must be a static vector "
-                                   f"(numbers and sizes), got {self.text(left)!r}", left)
+                                   f"(numbers and sizes, or elements of an integer input), got "
+                                   f"{self.text(left)!r}", left)
                 if len(counts) > a.rank:
                     raise self.err(ShapeError, f"{len(counts)} counts for {STRUCTURAL[op].symbol} but the array has "
                                    f"rank {a.rank}", left)
                 return self.take_drop_axes(op, counts, a, fn, left, right, node)
-            return self.take_drop(op, self.static_int(left, scope), a, fn, left, right, node)
+            return self.take_drop(op, self.static_int(left, scope, data=True), a, fn, left, right, node)
         raise AssertionError(op)  # pragma: no cover
 
     def unify(self, fn, a: Core, b: Core, arg_nodes, node) -> bool:
@@ -246,9 +277,9 @@ class Elab:
                 a = self.take_drop(op, k, a, fn, left, right, node)
                 continue
             perm = (j,) + tuple(x for x in range(a.rank) if x != j)        # axis j first
-            front = CTranspose(node.span, tuple(a.shape[p] for p in perm), _inverse(perm), a)
+            front = self.transpose(node.span, _inverse(perm), a)
             cut = self.take_drop(op, k, front, fn, left, right, node)
-            a = CTranspose(node.span, tuple(cut.shape[p] for p in _inverse(perm)), perm, cut)
+            a = self.transpose(node.span, perm, cut)
         return a
 
     def take_drop(self, op, k, a: Core, fn, left, right, node) -> Core:
@@ -257,12 +288,17 @@ class Elab:
             raise self.err(ShapeError, f"{fn.text} needs an array of rank ≥ 1", right)
         n = a.shape[0]
         sym = STRUCTURAL[op].symbol
-        bad = sp.Gt(sp.Abs(k), n)
+        if D.axes_in(n):
+            raise self.err(ShapeError, f"{fn.text} along an axis whose length depends on another axis "
+                           f"({show_expr(n)}) is not supported", right)
+        mag = k if k.is_nonnegative else sp.Abs(k)
+        bad = sp.Gt(mag, n)
         if provably(bad):
             raise self.err(ShapeError, f"{sym} count {k} is larger than the axis length {n}", left)
-        if not provably(sp.Le(sp.Abs(k), n)):
-            self.constraints.append(Constraint(sp.Le(sp.Abs(k), n),
-                                               f"{sym} count |{k}| must not exceed {n}", left.span))
+        if not provably(sp.Le(mag, n)):
+            shown = f"{show_expr(k)}" if D.has_data(k) else f"|{k}|"
+            self.constraints.append(Constraint(sp.Le(mag, n),
+                                               f"{sym} count {shown} must not exceed {show_expr(n)}", left.span))
         if k.is_nonnegative:
             length = k if op == "take" else n - k
         elif k.is_nonpositive:
@@ -270,7 +306,13 @@ class Elab:
         else:
             raise self.err(ShapeError, f"the sign of the {sym} count {k} must be known", left)
         cls = CTake if op == "take" else CDrop
-        return cls(node.span, (length,) + a.shape[1:], k, a)
+        # an extent that depends on the index along axis 0 follows the shift of that index
+        if k.is_nonnegative:
+            at0 = D.axis(0) if op == "take" else D.axis(0) + k
+        else:
+            at0 = D.axis(0) + n + k if op == "take" else D.axis(0)
+        rest = tuple(sp.sympify(x).xreplace({D.axis(0): at0}) for x in a.shape[1:])
+        return cls(node.span, (length,) + rest, k, a)
 
     def psi(self, idx: tuple, a: Core, node, idx_node) -> Core:
         if len(idx) > a.rank:
@@ -279,11 +321,31 @@ class Elab:
         for k, (i, n) in enumerate(zip(idx, a.shape)):
             if provably(sp.Lt(i, 0)) or provably(sp.Ge(i, n)):
                 raise self.err(ShapeError, f"ψ index component {k} is {i}, outside 0 ≤ i < {n}", idx_node)
+            n = D.at_index(n, idx)
             cond = sp.And(sp.Ge(i, 0), sp.Lt(i, n))
-            if not provably(cond):
-                self.constraints.append(Constraint(cond, f"ψ index component {k} ({i}) must lie in [0, {n})",
-                                                   idx_node.span))
-        return CPsi(node.span, a.shape[len(idx):], tuple(idx), a)
+            if not provably(cond) or D.has_data(i):     # an index read from data: checked when the kernel runs
+                cond = sp.Lt(i, n) if D.has_data(i) else cond     # integer data is ≥ 0 by declaration
+                self.constraints.append(Constraint(cond, f"ψ index component {k} ({show_expr(i)}) must lie in "
+                                                   f"[0, {show_expr(n)})", idx_node.span))
+        shape = D.shift_axes(a.shape[len(idx):], {**{j: idx[j] for j in range(len(idx))},
+                                                  **{j: j - len(idx) for j in range(len(idx), a.rank)}})
+        return CPsi(node.span, shape, tuple(idx), a)
+
+    def transpose(self, span, perm: tuple, a: Core) -> Core:
+        """Axis k of `a` becomes axis perm[k]; axis placeholders follow their axes."""
+        shape = [None] * a.rank
+        moved = D.shift_axes(a.shape, {k: perm[k] for k in range(a.rank)})
+        for k, p in enumerate(perm):
+            shape[p] = moved[k]
+        return CTranspose(span, tuple(shape), tuple(perm), a)
+
+    def rectangular(self, a: Core, node, what: str) -> None:
+        """Refuse an operand whose shape depends on data (ragged) where `what` needs a
+        rectangular one."""
+        if D.dependent(a.shape):
+            raise self.err(ShapeError, f"{what} needs an array of rectangular shape; {self.text(node)!r} has shape "
+                           f"{show_shape(a.shape)}, which depends on integer data (apply {what} to each cell with "
+                           "Ω, or before the take that makes it ragged)", node)
 
     # ---- function application
     def apply(self, fn: S.Node, args: tuple, arg_nodes: tuple, node: S.Node, scope: Scope) -> Core:
@@ -303,7 +365,8 @@ class Elab:
                     raise self.err(ShapeError, "an outer product needs a left and a right operand", fn)
                 self.check_scalar_fn(g, 2)
                 a, b = args
-                return COuter(node.span, a.shape + b.shape, g.op, a, b)
+                moved = D.shift_axes(b.shape, {k: k + a.rank for k in range(b.rank)})
+                return COuter(node.span, a.shape + moved, g.op, a, b)
             case S.RedFn(fn=inner):
                 if len(args) != 1:
                     raise self.err(ShapeError, f"{self.text(fn)} is monadic", fn)
@@ -312,7 +375,11 @@ class Elab:
                 (a,) = args
                 if a.rank == 0:
                     raise self.err(ShapeError, f"{self.text(fn)} needs an array of rank ≥ 1, got a scalar", arg_nodes[0])
-                return CRed(node.span, a.shape[1:], inner.op, a)
+                rest = a.shape[1:]
+                if any(0 in D.axes_in(x) for x in rest):
+                    raise self.err(ShapeError, f"{self.text(fn)} would reduce along an axis that the lengths of the "
+                                   f"others depend on ({show_shape(a.shape)})", arg_nodes[0])
+                return CRed(node.span, D.shift_axes(rest, {k: k - 1 for k in range(1, a.rank)}), inner.op, a)
             case S.UserFn(name=name):
                 return self.call_user(name, fn, args, arg_nodes, node)
             case S.OmegaFn(fn=inner, sigmas=vec):
@@ -330,16 +397,18 @@ class Elab:
             mono = monadic(op)
             if mono:
                 return CMap(node.span, a.shape, mono, (a,))
+            if op in ("rho", "rav", "tau"):
+                self.rectangular(a, arg_nodes[0], fn.text)
             if op == "rho":
                 return CVec(node.span, (sp.Integer(a.rank),), tuple(CSize(node.span, (), s) for s in a.shape))
             if op == "iota":
                 n = self.core_static(a)
                 if n is None or a.rank != 0:
                     raise self.err(ShapeError, f"ι needs a static integer, got {self.text(arg_nodes[0])!r}", arg_nodes[0])
+                self.no_data(n, arg_nodes[0])
                 return CIota(node.span, (n,), n)
             if op == "transpose":
-                perm = tuple(reversed(range(a.rank)))
-                return CTranspose(node.span, tuple(reversed(a.shape)), perm, a)
+                return self.transpose(node.span, tuple(reversed(range(a.rank))), a)
             if op == "reverse":
                 if a.rank == 0:
                     raise self.err(ShapeError, "Φ needs an array of rank ≥ 1", arg_nodes[0])
@@ -363,6 +432,8 @@ class Elab:
                                f"{show_shape(a.shape)} and {show_shape(b.shape)}", node)
             return CMap(node.span, shape, op, (a, b))
         if op == "cat":
+            self.rectangular(a, arg_nodes[0], "#")
+            self.rectangular(b, arg_nodes[1], "#")
             if a.rank == 0:
                 raise self.err(ShapeError, "# needs a left operand of rank ≥ 1", arg_nodes[0])
             if b.rank == a.rank and same_shape(a.shape[1:], b.shape[1:]):
@@ -391,21 +462,29 @@ class Elab:
                            f"(length {a.shape[-1]}) with the first axis of the right operand (length "
                            f"{b.shape[0]}); they differ ({show_shape(a.shape)} vs {show_shape(b.shape)})",
                            node, notes)
-        return CInner(node.span, a.shape[:-1] + b.shape[1:], f, g, a, b)
+        ra = a.rank - 1
+        if any(ra in D.axes_in(x) for x in a.shape[:-1]) or any(0 in D.axes_in(x) for x in b.shape[1:]):
+            raise self.err(ShapeError, f"inner product {self.text(fn)} would contract an axis that the lengths of the "
+                           f"others depend on ({show_shape(a.shape)} and {show_shape(b.shape)})", node)
+        rest = D.shift_axes(b.shape[1:], {k: k - 1 + ra for k in range(1, b.rank)})
+        return CInner(node.span, a.shape[:-1] + rest, f, g, a, b)
 
     def omega(self, fn: S.Node, vec: S.Vector, args: tuple, arg_nodes: tuple, node, scope) -> Core:
         sigmas = self.static_vector(vec, scope, "Ω's ranks")
         if len(sigmas) != len(args):
             what = "monadic" if len(args) == 1 else "dyadic"
             raise self.err(ShapeError, f"a {what} Ω needs {len(args)} rank(s), got {show_shape(sigmas)}", vec)
-        frames, cells = [], []
+        frames, ks = [], []
         for s, a, an in zip(sigmas, args, arg_nodes):
             if not (s.is_Integer and 0 <= int(s) <= a.rank):
                 raise self.err(ShapeError, f"Ω cell rank {s} is not within 0 … {a.rank} (the rank of "
                                f"{self.text(an)!r})", vec)
             k = a.rank - int(s)
             frames.append(a.shape[:k])
-            cells.append(CCell(a.span, a.shape[k:], next(_cell_ids)))
+            ks.append(k)
+            if D.dependent(a.shape[:k]):
+                raise self.err(ShapeError, f"Ω's frame {show_shape(a.shape[:k])} of {self.text(an)!r} depends on "
+                               "integer data; only a cell's shape may", an)
         frame = frames[0]
         if len(frames) == 2:
             fl, fr = frames
@@ -413,9 +492,48 @@ class Elab:
                 raise self.err(ShapeError, f"Ω frames must be equal or one empty: the left frame is "
                                f"{show_shape(fl)}, the right frame {show_shape(fr)}", node)
             frame = fl if fl else fr
+        # each cell's shape in terms of this Ω's frame placeholders (front/data.py)
+        phis = D.frame_placeholders(len(frame))
+        cells = []
+        for a, k in zip(args, ks):
+            shape = D.shift_axes(a.shape[k:], {**{j: phis[j] for j in range(k)},
+                                               **{j: j - k for j in range(k, a.rank)}})
+            cell = CCell(a.span, shape, next(_cell_ids))
+            self.cell_info[cell.id] = (a, phis[:k])
+            cells.append(cell)
+        first = len(self.constraints)
         body = self.apply(fn, tuple(cells), arg_nodes, node, scope)
-        return COmega(node.span, tuple(frame) + body.shape, tuple(frame), tuple(args), tuple(cells),
-                      tuple(tuple(f) for f in frames), body)
+        self.quantify(first, phis, frame)
+        back = {p: D.axis(j) for j, p in enumerate(phis)}
+        shape = D.shift_axes(body.shape, {k: k + len(frame) for k in range(body.rank)})
+        shape = tuple(sp.sympify(x).xreplace(back) for x in shape)
+        return COmega(node.span, tuple(frame) + shape, tuple(frame), tuple(args), tuple(cells),
+                      tuple(tuple(f) for f in frames), body, phis)
+
+    def quantify(self, first: int, phis: tuple, frame: tuple) -> None:
+        """A condition found in an Ω body that mentions the frame's placeholders (a take
+        count read from `lens` within its axis) must hold in every frame: it becomes a
+        condition `for b < B` (Constraint.over)."""
+        names = ["i", "j", "k", "p", "q", "r", "s", "t", "u", "w"]
+        for n, c in enumerate(self.constraints[first:], start=first):
+            used = [j for j, p in enumerate(phis) if sp.sympify(c.cond).has(p)]
+            if not used:
+                continue
+            sub, over = {}, []
+            for j in used:
+                ext = frame[j]
+                hint = self.index_hints.get(ext.name) if isinstance(ext, sp.Symbol) else None
+                taken = {str(v) for v, _ in c.over} | {s.name for s in sp.sympify(c.cond).free_symbols}
+                reserved = taken | set(self.index_hints.values())
+                name = hint if hint and hint not in taken else next(x for x in names if x not in reserved)
+                q = sp.Dummy(name, integer=True, nonnegative=True)
+                sub[phis[j]] = q
+                over.append((q, ext))
+            message = c.message
+            for p, q in sub.items():
+                message = message.replace(p.name, q.name)
+            self.constraints[n] = Constraint(sp.sympify(c.cond).xreplace(sub), message, c.span,
+                                             tuple(over) + tuple((v, sp.sympify(e).xreplace(sub)) for v, e in c.over))
 
     def call_user(self, name: str, fn: S.Node, args: tuple, arg_nodes: tuple, node) -> Core:
         fdef, fsource = self.fns[name]

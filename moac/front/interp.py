@@ -9,6 +9,8 @@ from . import core as C
 from .sizes import bind
 from ..errors import ArgumentError
 from ..ops import OPS, RIGHT_FOLDS
+from .data import INDEX_DTYPES, evaluate as evaluate_data
+import sympy as sp
 
 
 
@@ -21,7 +23,9 @@ def evaluate(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) ->
     env = bind_sizes(program, arrays, sizes)
     from ..dtypes import as_float64
     inputs = {i.name: as_float64(i.dtype, arrays[i.name]) for i in program.inputs}
-    ev = _Eval(env, inputs)
+    ints = {i.name: np.asarray(arrays[i.name]) for i in program.inputs if i.dtype in INDEX_DTYPES}
+    check_data(program, env, ints)
+    ev = _Eval(env, inputs, ints)
     out = {name: ev.eval(node, {}) for name, node in program.outputs}
     for name, node in program.updates:          # the buffer as the call leaves it (a new array)
         rows = ev.eval(node, {})
@@ -29,15 +33,42 @@ def evaluate(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) ->
     return out
 
 
+class Ragged:
+    """An array whose shape depends on data (front/data.py), as the reference evaluates
+    it: an object array over the frame of the Ω that made it, each entry a cell."""
+
+    def __init__(self, cells: np.ndarray):
+        self.cells = cells
+
+    def __getitem__(self, ix: tuple):
+        n = self.cells.ndim
+        if len(ix) < n:
+            sub = self.cells[ix]
+            shapes = {np.shape(c) for c in sub.flat}
+            if len(shapes) == 1:            # the index fixed what the shapes depend on: an array again
+                (inner,) = shapes
+                out = np.empty(sub.shape + inner, dtype=np.float64)
+                for fi in np.ndindex(*sub.shape):
+                    out[fi] = sub[fi]
+                return out
+            return Ragged(sub)
+        cell = self.cells[ix[:n]]
+        return cell[ix[n:]] if len(ix) > n else cell
+
+
 class _Eval:
-    def __init__(self, env, inputs):
+    def __init__(self, env, inputs, ints=None):
         self.env = env
         self.inputs = inputs
+        self.ints = ints or {}
         self.memo = {}
 
-    def size(self, e) -> int:
+    def size(self, e, cells: dict | None = None) -> int:
         import sympy as sp
-        v = sp.sympify(e).xreplace(self.env)
+        env = self.env
+        if cells and _PHIS in cells:
+            env = {**env, **cells[_PHIS]}
+        v = evaluate_data(sp.sympify(e), env, self.ints)
         return int(v)
 
     def eval(self, node: C.Core, cells: dict):
@@ -56,19 +87,24 @@ class _Eval:
             case C.CConst(value=v):
                 return np.float64(v)
             case C.CSize(expr=e):
-                return np.float64(self.size(e))
+                return np.float64(self.size(e, cells))
             case C.CVec(items=items):
                 return np.array([float(ev(i, cells)) for i in items], dtype=np.float64)
             case C.CIota(n=n):
-                return np.arange(self.size(n), dtype=np.float64)
+                return np.arange(self.size(n, cells), dtype=np.float64)
             case C.CNamed(arg=a):
                 return ev(a, cells)
             case C.CMap(op=op, args=args):
+                vals = [ev(a, cells) for a in args]
+                if any(isinstance(v, Ragged) for v in vals):
+                    return _map_ragged(OPS[op].numpy, vals)
                 with np.errstate(all="ignore"):
-                    return OPS[op].numpy(*(ev(a, cells) for a in args))
+                    return OPS[op].numpy(*vals)
             case C.CPsi(index=idx, arg=a):
                 arr = ev(a, cells)
-                ix = tuple(self.size(i) for i in idx)
+                ix = tuple(self.size(i, cells) for i in idx)
+                if isinstance(arr, Ragged):
+                    return arr[ix]
                 for k, i in enumerate(ix):
                     if not 0 <= i < arr.shape[k]:
                         raise ArgumentError(f"ψ index {ix} out of range for shape {arr.shape}")
@@ -81,17 +117,17 @@ class _Eval:
                     axes[p] = k
                 return np.transpose(arr, axes)
             case C.CReshape(arg=a):
-                return np.reshape(ev(a, cells), tuple(self.size(s) for s in node.shape))
+                return np.reshape(ev(a, cells), tuple(self.size(s, cells) for s in node.shape))
             case C.CCat(left=a, right=b, item=item):
                 x, y = ev(a, cells), ev(b, cells)
                 if item:
                     y = y[None, ...]
                 return np.concatenate([x, y], axis=0)
             case C.CTake(count=k, arg=a):
-                arr, k = ev(a, cells), self.size(node.count)
+                arr, k = ev(a, cells), self.size(node.count, cells)
                 return arr[:k] if k >= 0 else arr[arr.shape[0] + k:]
             case C.CDrop(count=k, arg=a):
-                arr, k = ev(a, cells), self.size(node.count)
+                arr, k = ev(a, cells), self.size(node.count, cells)
                 return arr[k:] if k >= 0 else arr[:arr.shape[0] + k]
             case C.CReverse(arg=a):
                 return ev(a, cells)[::-1]
@@ -113,17 +149,48 @@ class _Eval:
                     return OPS[g].numpy(x.reshape(x.shape + (1,) * y.ndim), y.reshape((1,) * x.ndim + y.shape))
             case C.CCell(id=cid):
                 return cells[cid]
-            case C.COmega(frame=frame, args=args, cells=cs, frames=frames, body=body):
+            case C.COmega(frame=frame, args=args, cells=cs, frames=frames, body=body, phis=phis):
                 vals = [ev(a, cells) for a in args]
-                fshape = tuple(self.size(s) for s in frame)
-                out = np.empty(fshape + tuple(self.size(s) for s in body.shape), dtype=np.float64)
+                fshape = tuple(self.size(s, cells) for s in frame)
+                ragged = bool(phis) and any(sp.sympify(s).has(*phis) for s in body.shape)
+                if ragged:                            # each cell's shape depends on its frame index
+                    out = np.empty(fshape, dtype=object)
+                else:
+                    out = np.empty(fshape + tuple(self.size(s, cells) for s in body.shape), dtype=np.float64)
                 for fi in np.ndindex(*fshape):
                     inner = dict(cells)
+                    inner[_PHIS] = {**cells.get(_PHIS, {}), **{p: sp.Integer(i) for p, i in zip(phis, fi)}}
                     for v, c, fr in zip(vals, cs, frames):
                         inner[c.id] = v[fi] if fr else v
                     out[fi] = ev(body, inner)
-                return out
+                return Ragged(out) if ragged else out
         raise TypeError(type(node).__name__)  # pragma: no cover
+
+
+_PHIS = "@phis"            # the cells dict's entry binding the enclosing Ω frames' placeholders
+
+
+def _map_ragged(fn, vals: list):
+    """An elementwise function of ragged operands (equal frames) and scalars."""
+    frame = next(v.cells for v in vals if isinstance(v, Ragged))
+    out = np.empty(frame.shape, dtype=object)
+    for fi in np.ndindex(*frame.shape):
+        parts = [v.cells[fi] if isinstance(v, Ragged) else (v if np.ndim(v) == 0 else v[fi]) for v in vals]
+        with np.errstate(all="ignore"):
+            out[fi] = fn(*parts)
+    return Ragged(out)
+
+
+def check_data(program: C.CoreProgram, env: dict, ints: dict) -> None:
+    """The conditions on integer data (Constraint.over: every element of `lens` within the
+    cache, every page number below P): a positioned ArgumentError naming the first element
+    that breaks one."""
+    from .data import violation
+    for c in program.constraints:
+        if c.over:
+            bad = violation(c.cond, c.over, env, ints)
+            if bad is not None:
+                raise ArgumentError(f"{c.message}, but {bad}", c.span, program.source)
 
 
 def _reduce(op: str, arr: np.ndarray, axis: int) -> np.ndarray:

@@ -17,6 +17,7 @@ import sympy as sp
 from . import syntax as S
 from .core import (CInput, CNamed, Constraint, CoreProgram, InputInfo, provably, provably_false, same_shape,
                    show_shape, size_symbol)
+from .data import INDEX_DTYPES, dependent
 from .elaborate import Elab, Scope
 from ..errors import MoacError, NameError_, ShapeError, Source, Span
 
@@ -46,6 +47,7 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
     inputs: list[InputInfo] = []
     outputs: list = []
     hints: dict = {}
+    el.index_hints = hints
     defined_at: dict = {}
     el.current_source = source
 
@@ -97,6 +99,8 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
                 define(nm, "input")
                 glob.names[nm.id] = CInput(nm.span, tuple(shape), nm.id, dt)
                 inputs.append(InputInfo(nm.id, dt, tuple(shape), nm.span))
+                if dt in INDEX_DTYPES:               # sizes and indices: every element ≥ 0
+                    _nonnegative(el, nm, tuple(shape), hints)
             case S.Assign(name=nm, expr=e):
                 value = el.expr(e, glob)
                 define(nm, "def")
@@ -124,12 +128,41 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
         last = assigns[-1].name.id
         outputs.append((last, glob.lookup(last)))
     outputs = [(n, v if isinstance(v, CNamed) else CNamed(v.span, v.shape, n, v)) for n, v in outputs]
+    for n, v in outputs + list(updates):
+        if dependent(v.shape):
+            raise MoacError(f"'{n}' has shape {show_shape(v.shape)}, which depends on integer data: a result "
+                            "must be rectangular (reduce the ragged axis, as attention does, inside the program)",
+                            v.span, source)
     constraints: dict = {}
     for c in el.constraints:                  # one per condition, the first one found
-        constraints.setdefault(c.cond, c)
+        constraints.setdefault(_key(c), c)
     independent = tuple(v for v in el.sizes.values() if isinstance(v, sp.Symbol))
     return CoreProgram(source, independent, hints, tuple(inputs), tuple(outputs),
                        tuple(constraints.values()), tuple(derived.items()), tuple(updates), size_spans, output_dtypes)
+
+
+def _key(c: Constraint):
+    """A condition up to the names of its quantified indices (two takes of `lens` within
+    the same capacity are one condition)."""
+    if not c.over:
+        return c.cond
+    sub = {v: sp.Symbol(f"_q{k}") for k, (v, _) in enumerate(c.over)}
+    return (sp.sympify(c.cond).xreplace(sub), tuple(sp.sympify(e).xreplace(sub) for _, e in c.over))
+
+
+def _nonnegative(el: Elab, nm: S.Name, shape: tuple, hints: dict) -> None:
+    """An integer input holds sizes and indices: its elements must be ≥ 0 (checked when the
+    program runs; the later stages rely on it)."""
+    names = iter("ijklmnpqrs")
+    over = []
+    for ext in shape:
+        hint = hints.get(ext.name) if isinstance(ext, sp.Symbol) else None
+        taken = {str(v) for v, _ in over}
+        name = hint if hint and hint not in taken else next(x for x in names if x not in taken)
+        over.append((sp.Dummy(name, integer=True, nonnegative=True), ext))
+    term = sp.Function(nm.id)(*(v for v, _ in over))        # no assumptions: the condition is not trivial
+    el.constraints.append(Constraint(sp.Ge(term, 0), f"the elements of integer input '{nm.id}' must be ≥ 0 (sizes and "
+                                     "indices)", nm.span, tuple(over)))
 
 
 def _output_dtype(el: Elab, nm: S.Name, dt: S.Name) -> str:

@@ -259,7 +259,7 @@ KEYWORDS = {
     "gammacol": "GAMMACOL", "transpose": "TRANSPOSE", "tr": "TRANSPOSE", "take": "TAKE",
     "drop": "DROP", "reverse": "REVERSE", "rev": "REVERSE", "cat": "CAT", "red": "RED",
     "omega": "OMEGA", "outer": "OUTER", "f32": "DTYPE", "f64": "DTYPE", "f16": "DTYPE",
-    "bf16": "DTYPE", "f8e4m3": "DTYPE", "f8e5m2": "DTYPE", "i8": "DTYPE", "rav": "RAV", "tau": "TAU", "dim": "DELTA",
+    "bf16": "DTYPE", "f8e4m3": "DTYPE", "f8e5m2": "DTYPE", "i8": "DTYPE", "i32": "DTYPE", "i64": "DTYPE", "rav": "RAV", "tau": "TAU", "dim": "DELTA",
     "gammainv": "GAMMAINV",
 }
 
@@ -311,7 +311,7 @@ def _parser() -> lark.Lark:
 
 _EXPECT_WORDS = {
     "_RANGLE": "⟩", "_LANGLE": "⟨", "RPAR": ")", "LPAR": "(", "NAME": "a name", "NUMBER": "a number",
-    "_NL": "end of line", "_ASSIGN": "=", "COLON": ":", "DTYPE": "a dtype (f32, f64, f16, bf16, f8e4m3, f8e5m2, i8)",
+    "_NL": "end of line", "_ASSIGN": "=", "COLON": ":", "DTYPE": "a dtype (f32, f64, f16, bf16, f8e4m3, f8e5m2, i8, i32, i64)",
     "RBRACE": "}", "LBRACE": "{", "$END": "end of input", "FNAME": "a function",
 }
 

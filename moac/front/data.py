@@ -1,0 +1,260 @@
+"""Values read from integer arrays, and shapes that depend on them.
+
+An integer input (`i32`, `i64`) holds sizes and indices: a sequence's length, a page
+number.  Read where the elaborator needs a static integer (a take count, a ψ index item),
+its element is the sympy term ``lens(b)`` — an undefined function named after the array,
+applied to the element's index — so extents, indices and guards stay sympy expressions
+that the later stages analyse like any other (``Σ_{l<lens(b)}``, ``⟨table(b, ⌊l ÷ page⌋) …⟩``).
+The dumps print such a term as a ψ-selection: ``⟨b⟩ψlens``.
+
+A shape may then depend on data: ``lens (take Ω⟨0 3⟩) K`` has shape
+``⟨B hkv lens(@0) dk⟩``, where the *axis placeholder* ``@0`` stands for the index along
+axis 0 of the array itself (an extent may depend on the index of another axis).  Inside an
+Ω body the frame's indices are *frame placeholders* of that Ω; the ψ-reduction replaces
+both kinds by the indices it selects with.  Nothing here is evaluated: this module only
+makes, recognises, shifts and prints these terms.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import sympy as sp
+from sympy.core.function import AppliedUndef
+
+INDEX_DTYPES = ("i32", "i64")
+
+_frame_ids = itertools.count()
+
+
+def reader(name: str):
+    """The sympy function whose application reads an element of integer array `name`."""
+    return sp.Function(name, integer=True, nonnegative=True)
+
+
+def read_term(name: str, index: tuple) -> sp.Expr:
+    """Element `index` of integer array `name`: an integer ≥ 0 (an integer input holds sizes
+    and indices; the program's conditions require it of every element when it runs)."""
+    return reader(name)(*index)
+
+
+def data_reads(e) -> set:
+    """The integer-array reads in a sympy expression."""
+    return set(sp.sympify(e).atoms(AppliedUndef))
+
+
+def has_data(e) -> bool:
+    return bool(data_reads(e))
+
+
+def axis(k: int) -> sp.Symbol:
+    """The placeholder for an array's own index along axis k, in its shape."""
+    return sp.Symbol(f"@{k}", integer=True, nonnegative=True)
+
+
+def is_axis(s) -> bool:
+    return isinstance(s, sp.Symbol) and s.name.startswith("@") and s.name[1:].isdigit()
+
+
+def axis_number(s) -> int:
+    return int(s.name[1:])
+
+
+def frame_placeholders(rank: int) -> tuple:
+    """Fresh placeholders for the frame indices of one Ω (a Dummy each: never equal to
+    another Ω's)."""
+    oid = next(_frame_ids)
+    return tuple(sp.Dummy(f"φ{oid}_{k}", integer=True, nonnegative=True) for k in range(rank))
+
+
+def dependent(shape: tuple) -> bool:
+    """Whether a shape's extents depend on data or on another axis's index."""
+    return any(has_data(x) or any(is_axis(s) for s in sp.sympify(x).free_symbols) for x in shape)
+
+
+def axes_in(e) -> set:
+    return {axis_number(s) for s in sp.sympify(e).free_symbols if is_axis(s)}
+
+
+def shift_axes(shape: tuple, mapping: dict) -> tuple:
+    """Rename axis placeholders of a shape: `mapping` sends an old axis number to a new
+    axis number, or to an expression (a frame placeholder, an index)."""
+    sub = {}
+    for x in shape:
+        for k in axes_in(x):
+            if k in mapping:
+                v = mapping[k]
+                sub[axis(k)] = axis(v) if isinstance(v, int) else v
+    if not sub:
+        return tuple(shape)
+    return tuple(sp.sympify(x).xreplace(sub) for x in shape)
+
+
+def at_index(e, index: tuple):
+    """An extent of a dependent shape at a given index: each axis placeholder @k replaced
+    by index[k]."""
+    e = sp.sympify(e)
+    ks = axes_in(e)
+    if not ks:
+        return e
+    return e.xreplace({axis(k): index[k] for k in ks if k < len(index)})
+
+
+def show(e) -> str:
+    """The dumps' text of an expression with integer-array reads: ⟨b⟩ψlens."""
+    return _Printer().doprint(sp.sympify(e))
+
+
+from sympy.printing.str import StrPrinter  # noqa: E402
+
+
+class _Printer(StrPrinter):
+    def _print_AppliedUndef(self, e):
+        def comp(a):
+            s = self._print(a)
+            return f"({s})" if isinstance(a, sp.Add) else s
+        name = e.func.__name__
+        return f"⟨{' '.join(comp(a) for a in e.args)}⟩ψ{name}" if e.args else name
+
+    def _print_Dummy(self, e):
+        return e.name
+
+    def _print_Symbol(self, e):
+        return e.name
+
+
+def evaluate(e, env: dict, arrays: dict) -> sp.Expr:
+    """An expression with integer-array reads at known indices: `env` binds the sizes and
+    indices, `arrays` holds the integer inputs (numpy); a read outside its array raises
+    IndexError."""
+    v = sp.sympify(e).xreplace(env) if env else sp.sympify(e)
+    while True:
+        found = [r for r in v.atoms(AppliedUndef) if all(a.is_Integer for a in r.args)]
+        if not found:
+            return v
+        sub = {}
+        for r in found:
+            arr = arrays[r.func.__name__]
+            ix = tuple(int(a) for a in r.args)
+            if len(ix) != arr.ndim or any(not 0 <= i < n for i, n in zip(ix, arr.shape)):
+                raise IndexError(f"{r.func.__name__}{list(ix)} is outside its shape {arr.shape}")
+            sub[r] = sp.Integer(int(arr[ix]))
+        v = v.xreplace(sub)
+
+
+def np_eval(e, values: dict, arrays: dict):
+    """A sympy integer expression or relation evaluated with numpy over whole index
+    grids: `values` binds symbols (sizes, indices) to ints or integer ndarrays, `arrays`
+    the integer inputs; a read outside its array raises IndexError."""
+    e = sp.sympify(e)
+    if e.is_Integer:
+        return int(e)
+    if e is sp.true or e is sp.false:
+        return bool(e)
+    if isinstance(e, sp.Symbol):
+        return values[e]
+    args = [np_eval(a, values, arrays) for a in e.args]
+    if isinstance(e, AppliedUndef):
+        arr = arrays[e.func.__name__]
+        ix = tuple(np.asarray(a, dtype=np.int64) for a in args)
+        for i, n in zip(ix, arr.shape):
+            if np.any((i < 0) | (i >= n)):
+                raise IndexError(f"{e.func.__name__} read outside its shape {arr.shape}")
+        return arr[ix].astype(np.int64)
+    if isinstance(e, sp.Add):
+        return sum(args[1:], args[0])
+    if isinstance(e, sp.Mul):
+        out = args[0]
+        for a in args[1:]:
+            out = out * a
+        return out
+    if isinstance(e, sp.Pow) and e.exp.is_Integer and e.exp >= 0:
+        return args[0] ** int(e.exp)
+    if isinstance(e, sp.floor) and isinstance(e.args[0], sp.Mul):
+        num, den = sp.fraction(e.args[0])
+        return np_eval(num, values, arrays) // np_eval(den, values, arrays)
+    if isinstance(e, sp.Mod):
+        return args[0] % args[1]
+    if isinstance(e, sp.Min):
+        return np.minimum.reduce(np.broadcast_arrays(*args))
+    if isinstance(e, sp.Max):
+        return np.maximum.reduce(np.broadcast_arrays(*args))
+    if isinstance(e, sp.Abs):
+        return np.abs(args[0])
+    if isinstance(e, sp.And):
+        return np.logical_and.reduce(np.broadcast_arrays(*args))
+    if isinstance(e, sp.Or):
+        return np.logical_or.reduce(np.broadcast_arrays(*args))
+    rel = {sp.StrictLessThan: np.less, sp.LessThan: np.less_equal, sp.StrictGreaterThan: np.greater,
+           sp.GreaterThan: np.greater_equal, sp.Equality: np.equal, sp.Unequality: np.not_equal}
+    for cls, fn in rel.items():
+        if isinstance(e, cls):
+            return fn(args[0], args[1])
+    raise TypeError(f"cannot evaluate {e} on data")
+
+
+def violation(cond, over: tuple, env: dict, arrays: dict):
+    """None if `cond` holds for every index of `over` ((symbol, extent), …) with the sizes
+    `env` and the integer inputs `arrays`; else a text naming the first index where it
+    fails and the value there."""
+    exts = [int(sp.sympify(x).xreplace(env)) for _, x in over]
+    grids = np.meshgrid(*(np.arange(n, dtype=np.int64) for n in exts), indexing="ij") if exts else []
+    values = {**{k: int(v) for k, v in env.items()}, **{v: g for (v, _), g in zip(over, grids)}}
+    c = sp.sympify(cond).xreplace({k: sp.Integer(int(v)) for k, v in env.items()})
+    ok = np.broadcast_to(np.asarray(np_eval(c, values, arrays), dtype=bool), tuple(exts))
+    if ok.all():
+        return None
+    first = tuple(int(i) for i in np.argwhere(~ok)[0])
+    where = ", ".join(f"{v.name} = {i}" for (v, _), i in zip(over, first))
+    lhs = getattr(c, "lhs", None)
+    if lhs is not None:
+        at = {**values, **{v: i for (v, _), i in zip(over, first)}}
+        return f"at {where} it is {int(np.asarray(np_eval(lhs, at, arrays)))}"
+    return f"it fails at {where}"
+
+
+def bounds(program) -> dict:
+    """The largest value each integer input's elements may hold by the program's
+    conditions (`lens[b] ≤ N` gives N, `table[b, p] < P` gives P − 1): input name -> a sympy
+    expression of the sizes.  An input with no such condition has no entry."""
+    out: dict = {}
+    for c in program.constraints:
+        cond = sp.sympify(c.cond)
+        if not c.over or not isinstance(cond, (sp.LessThan, sp.StrictLessThan)):
+            continue
+        lhs, rhs = cond.lhs, cond.rhs
+        if not isinstance(lhs, AppliedUndef) or has_data(rhs) or tuple(lhs.args) != tuple(v for v, _ in c.over):
+            continue
+        ub = rhs - 1 if isinstance(cond, sp.StrictLessThan) else rhs
+        name = lhs.func.__name__
+        out[name] = ub if name not in out else sp.Min(out[name], ub)
+    return out
+
+
+def upper_bound(e, program_bounds: dict):
+    """An expression with integer-array reads bounded above: each read replaced by the
+    largest value its array may hold (None if a read has no bound or the expression does
+    not grow with its reads: only sums and products of non-negative terms are bounded)."""
+    e = sp.sympify(e)
+    reads = data_reads(e)
+    if not reads:
+        return e
+    sub = {}
+    for r in reads:
+        ub = program_bounds.get(r.func.__name__)
+        if ub is None:
+            return None
+        sub[r] = ub
+    if not all(isinstance(x, (sp.Add, sp.Mul, sp.Symbol, sp.Integer, AppliedUndef, sp.Min, sp.Max))
+               for x in sp.preorder_traversal(e) if not x.is_Atom or isinstance(x, AppliedUndef)):
+        return None
+    return e.xreplace(sub)
+
+
+def random_values(name: str, shape: tuple, program, env: dict, rng) -> np.ndarray:
+    """Random elements for integer input `name` that satisfy the program's conditions:
+    uniform in [0, its bound] (`bounds`), [0, 12] where it has none."""
+    ub = bounds(program).get(name)
+    top = int(sp.sympify(ub).xreplace(env)) if ub is not None else 12
+    dtype = np.int64 if any(i.name == name and i.dtype == "i64" for i in program.inputs) else np.int32
+    return rng.integers(0, max(top, 0) + 1, size=shape).astype(dtype)
