@@ -206,7 +206,9 @@ def bundle(art, offload: str, out: Path) -> None:
                     "dtype": "i64" if p.kind == "size" else p.dtype}
                    for p in sig.params],
         "derived": {n: str(e) for n, e in onf.dnf.program.derived},
-        "constraints": [{"cond": str(c.cond), "message": c.message} for c in onf.dnf.program.constraints],
+        "constraints": [{"cond": str(c.cond), "message": c.message} for c in onf.dnf.program.constraints
+                        if not c.over],
+        "data_conditions": _data_conditions(onf.dnf.program),
         "flags": flags,
         "traffic_bytes": str(onf.traffic),
         "minimum_bytes": str(onf.minimum),
@@ -215,6 +217,18 @@ def bundle(art, offload: str, out: Path) -> None:
     write_atomic(out.with_suffix(".json"), json.dumps(manifest, indent=2) + "\n")
     runtime = f" and {libdir}/ (runtime)" if target.runtime_libs else ""
     print(f"wrote {out}, {so}, {out.with_suffix('.json')}{runtime}")
+
+
+def _data_conditions(program) -> list:
+    """The conditions on integer inputs, as the numpy source moac.datacheck compiles."""
+    from .front.data import condition_source
+    out = []
+    for c in program.constraints:
+        if c.over:
+            extents, test = condition_source(c.cond, c.over)
+            out.append({"extents": extents, "test": test, "message": c.message,
+                        "where": f"{program.source.filename}:{c.span.line}:{c.span.col}"})
+    return out
 
 
 def _find_lib(name: str):

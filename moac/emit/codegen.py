@@ -109,6 +109,18 @@ OPTIONAL_HELPERS = {
     "static inline float moac_f8e4m3x2_to_f32(uint16_t two, int k) { return moac_f8e4m3_to_f32((uint8_t)(two >> (8 * k))); }",
     "moac_f8e5m2x2_to_f32": "/* element k (0: the low byte) of two packed E5M2 patterns, widened */\n"
     "static inline float moac_f8e5m2x2_to_f32(uint16_t two, int k) { return moac_f8e5m2_to_f32((uint8_t)(two >> (8 * k))); }",
+    "moac_ragged_pick_i32": "/* a ragged batch's chunks enumerated densely: gang w is chunk g of sequence b, where "
+        "w = Σ_{b' < b} ⌈lens[b'] ÷ chunk⌉ + g;\n"
+        " * returns g·(B + 1) + b (b = B past the last chunk) */\n"
+        "static inline int64_t moac_ragged_pick_i32(int64_t w, const int32_t *lens, int64_t B, int64_t chunk) { "
+        "int64_t b = 0; for (; b < B; ++b) { int64_t c = ((int64_t)lens[b] + chunk - 1) / chunk; "
+        "if (w < c) break; w -= c; } return w * (B + 1) + b; }",
+    "moac_ragged_pick_i64": "/* a ragged batch's chunks enumerated densely: gang w is chunk g of sequence b, where "
+        "w = Σ_{b' < b} ⌈lens[b'] ÷ chunk⌉ + g;\n"
+        " * returns g·(B + 1) + b (b = B past the last chunk) */\n"
+        "static inline int64_t moac_ragged_pick_i64(int64_t w, const int64_t *lens, int64_t B, int64_t chunk) { "
+        "int64_t b = 0; for (; b < B; ++b) { int64_t c = ((int64_t)lens[b] + chunk - 1) / chunk; "
+        "if (w < c) break; w -= c; } return w * (B + 1) + b; }",
     "moac_i8_to_f32": "/* int8 storage, its value as is */\n"
     "static inline float moac_i8_to_f32(int8_t b) { return (float)b; }",
     # 16-bit outputs (`output out : bf16`): rounded to nearest even when stored

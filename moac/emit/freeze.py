@@ -11,10 +11,12 @@ import dataclasses
 from dataclasses import dataclass
 
 import sympy as sp
+from sympy.core.function import AppliedUndef
 
 from .. import ops
 from ..errors import RewriteError
 from ..dtypes import BYTES, CTYPE, OUTPUT_STORAGE, WIDENED
+from ..front.data import INDEX_DTYPES
 from ..schedule.index import gamma
 from ..schedule.ir import (Const, Guard, IndexValue, Let, LetIndex, Local, Loop, Op, Read, Schedule, Scope,
                            Select, Serial, Set, Store, Unpack, expr_reads, Prefetch)
@@ -50,6 +52,16 @@ def mangle(name: str) -> str:
 def shown(name: str) -> str:
     """A buffer's name in the dumps."""
     return name.lstrip("@")
+
+
+_DATA_SHAPES: dict = {}      # integer input -> its shape, for the unit being frozen (set by to_cunit)
+_DATA_DTYPES: dict = {}      # integer input -> i32 or i64
+_USED: set = set()           # the optional helpers freeze called
+
+
+def data_arrays(e) -> set:
+    """The integer inputs a sympy expression reads."""
+    return {r.func.__name__.split("@")[-1] for r in sp.sympify(e).atoms(AppliedUndef)}
 
 
 def freeze(e) -> object:
@@ -108,6 +120,17 @@ def _freeze(e) -> object:
         if e.args[0].is_nonnegative and e.args[1].is_nonnegative and e.args[1] != 0:
             return cir.Bin("%", _freeze(e.args[0]), _freeze(e.args[1]))
         return cir.Call("moac_mod", (_freeze(e.args[0]), _freeze(e.args[1])))
+    if isinstance(e, AppliedUndef) and "@" in e.func.__name__:     # schedule/index.ragged_pick
+        helper, name = e.func.__name__.split("@")
+        fn = f"{helper}_{_DATA_DTYPES[name]}"
+        _USED.add(fn)
+        w, n, chunk = e.args
+        return cir.Call(fn, (_freeze(w), cir.Var(mangle(name)), _freeze(n), _freeze(chunk)))
+    if isinstance(e, AppliedUndef):               # an element of an integer input (front/data.py)
+        name = e.func.__name__
+        if name not in _DATA_SHAPES:
+            raise RewriteError(f"cannot generate C for the read {e} of an integer input it does not know")
+        return cir.Cast("int64_t", cir.Load(mangle(name), gamma_c(e.args, _DATA_SHAPES[name])))
     if isinstance(e, (sp.Max, sp.Min)):
         fn = "moac_imax" if isinstance(e, sp.Max) else "moac_imin"
         args = list(e.args)
@@ -232,7 +255,10 @@ class _Freezer:
         raise TypeError(e)
 
     def widen(self, dtype: str, x):
-        """A loaded element as the arithmetic type: narrow storage through its helper."""
+        """A loaded element as the arithmetic type: narrow storage through its helper, an
+        integer input's element converted."""
+        if dtype in INDEX_DTYPES:
+            return cir.Cast(self.ctype, x)
         if dtype not in WIDENED:
             return x
         if dtype not in ("f16", "bf16"):              # the always-printed helpers (HELPERS)
@@ -346,22 +372,59 @@ def _narrow_calls(x):
 
 
 def _arrays(body, out: set) -> set:
-    """The buffers a Schedule subtree touches."""
+    """The buffers a Schedule subtree touches (integer inputs read in its indices, extents
+    and guards among them)."""
+    def idx(index):
+        for i in index:
+            out.update(data_arrays(i))
+
+    def reads(v):
+        for r in expr_reads(v, []):
+            out.add(r.array)
+            idx(r.index)
+        if v is not None:
+            for x in _index_values(v):
+                out.update(data_arrays(x))
     for st in body:
         match st:
-            case Store(array=a, value=v):
+            case Store(array=a, value=v, index=ix):
                 out.add(a)
-                out |= {r.array for r in expr_reads(v, [])}
+                idx(ix)
+                reads(v)
             case Let(value=v) | Set(value=v):
-                out |= {r.array for r in expr_reads(v, [])}
-            case Unpack(array=a):
+                reads(v)
+            case Unpack(array=a, index=ix):
                 out.add(a)
-            case Guard(then=t, other=o):
+                idx(ix)
+            case LetIndex(value=x):
+                out.update(data_arrays(x))
+            case Guard(cond=c, then=t, other=o):
+                out.update(data_arrays(c))
                 _arrays(t, out)
                 _arrays(o, out)
-            case Loop(body=b) | Serial(body=b) | Scope(body=b):
+            case Loop(body=b, extent=n, start=st0):
+                out.update(data_arrays(n) | data_arrays(st0))
+                _arrays(b, out)
+            case Serial(body=b) | Scope(body=b):
                 _arrays(b, out)
     return out
+
+
+def _index_values(v) -> list:
+    """The integer expressions used as values inside a scalar expression."""
+    found = []
+
+    def walk(x):
+        if isinstance(x, IndexValue):
+            found.append(x.expr)
+        elif dataclasses.is_dataclass(x):
+            for f in dataclasses.fields(x):
+                y = getattr(x, f.name)
+                for z in (y if isinstance(y, tuple) else (y,)):
+                    if dataclasses.is_dataclass(z):
+                        walk(z)
+    walk(v)
+    return found
 
 
 def index_width(s: Schedule, target, index_bits: int) -> int:
@@ -392,6 +455,11 @@ def _kernels(s: Schedule, target, bits: int) -> tuple:
 def to_cunit(s: Schedule, counts, target, index_bits: int = 64) -> CUnit:
     """Freeze a Schedule (and its counts, for the header) into a C unit."""
     bits = index_width(s, target, index_bits)
+    _DATA_SHAPES.clear()
+    _DATA_SHAPES.update({b.name: tuple(b.shape) for b in s.buffers if b.role == "input" and b.dtype in INDEX_DTYPES})
+    _DATA_DTYPES.clear()
+    _DATA_DTYPES.update({b.name: b.dtype for b in s.buffers if b.role == "input" and b.dtype in INDEX_DTYPES})
+    _USED.clear()
     kernels, f = _kernels(s, target, 64 if bits == 0 else bits)
     kernels32 = _kernels(s, target, 32)[0] if bits == 0 else ()
     on_chip = {b.name for b in s.buffers if b.placement == "gang" and target.gang_memory}
@@ -408,6 +476,7 @@ def to_cunit(s: Schedule, counts, target, index_bits: int = 64) -> CUnit:
                     32: "index arithmetic: 32-bit (the entry checks that every buffer has fewer than 2^31 elements)",
                     64: "index arithmetic: 64-bit"}[bits])
     sizes = {b.name: cir.expr(freeze(b.size)) for b in s.buffers}
+    f.helpers.update(_USED)
     return CUnit(target.name, s.description, s.dnf.program.source.filename, f.ctype, kernels, scratch,
                  prologue, tuple(summary), sizes, tuple(sorted(f.helpers)), tuple(sorted(f.aligned)),
                  bits, kernels32, shared)

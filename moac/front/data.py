@@ -44,7 +44,8 @@ def data_reads(e) -> set:
 
 
 def has_data(e) -> bool:
-    return bool(data_reads(e))
+    e = sp.sympify(e)
+    return bool(data_reads(e)) or e.has(sp.Sum)
 
 
 def axis(k: int) -> sp.Symbol:
@@ -115,6 +116,12 @@ class _Printer(StrPrinter):
             return f"({s})" if isinstance(a, sp.Add) else s
         name = e.func.__name__
         return f"⟨{' '.join(comp(a) for a in e.args)}⟩ψ{name}" if e.args else name
+
+    def _print_Sum(self, e):
+        (v, lo, hi), = e.limits
+        body = self._print(e.function)
+        body = f"({body})" if isinstance(e.function, (sp.Add, sp.Mul)) else body
+        return f"Σ_{{{self._print(v)}<{self._print(hi + 1)}}} {body}"
 
     def _print_Dummy(self, e):
         return e.name
@@ -258,3 +265,57 @@ def random_values(name: str, shape: tuple, program, env: dict, rng) -> np.ndarra
     top = int(sp.sympify(ub).xreplace(env)) if ub is not None else 12
     dtype = np.int64 if any(i.name == name and i.dtype == "i64" for i in program.inputs) else np.int32
     return rng.integers(0, max(top, 0) + 1, size=shape).astype(dtype)
+
+
+def condition_source(cond, over: tuple) -> tuple:
+    """A condition on integer data as numpy source for moac.datacheck.make_check: (the
+    extents of its quantified indices, the test over them)."""
+    pos = {v: k for k, (v, _) in enumerate(over)}
+
+    def src(e) -> str:
+        e = sp.sympify(e)
+        if e.is_Integer:
+            return str(int(e))
+        if e is sp.true or e is sp.false:
+            return str(bool(e))
+        if isinstance(e, sp.Symbol):
+            return f"G[{pos[e]}]" if e in pos else f"S[{e.name!r}]"
+        args = [src(a) for a in e.args]
+        if isinstance(e, AppliedUndef):
+            return f"A[{e.func.__name__!r}][({', '.join(args)},)]"
+        if isinstance(e, sp.Add):
+            return "(" + " + ".join(args) + ")"
+        if isinstance(e, sp.Mul):
+            return "(" + " * ".join(args) + ")"
+        if isinstance(e, sp.Pow) and e.exp.is_Integer and e.exp >= 0:
+            return f"({args[0]} ** {int(e.exp)})"
+        if isinstance(e, sp.floor):
+            num, den = sp.fraction(e.args[0])
+            return f"({src(num)} // {src(den)})"
+        if isinstance(e, sp.Mod):
+            return f"({args[0]} % {args[1]})"
+        if isinstance(e, (sp.Min, sp.Max)):
+            fn = "np.minimum" if isinstance(e, sp.Min) else "np.maximum"
+            out = args[0]
+            for a in args[1:]:
+                out = f"{fn}({out}, {a})"
+            return out
+        if isinstance(e, sp.Abs):
+            return f"np.abs({args[0]})"
+        if isinstance(e, (sp.And, sp.Or)):
+            return "(" + (" & " if isinstance(e, sp.And) else " | ").join(args) + ")"
+        ops = {sp.StrictLessThan: "<", sp.LessThan: "<=", sp.StrictGreaterThan: ">", sp.GreaterThan: ">=",
+               sp.Equality: "==", sp.Unequality: "!="}
+        for cls, op in ops.items():
+            if isinstance(e, cls):
+                return f"({args[0]} {op} {args[1]})"
+        raise TypeError(f"cannot compile the condition {e}")
+    return "(" + "".join(src(x) + ", " for _, x in over) + ")", src(cond)
+
+
+def compile_condition(cond, over: tuple):
+    """A condition on integer data as a plain-numpy function `ok(arrays, sizes) -> bool`
+    (arrays: integer inputs by name, sizes: ints by name), for the call path: no sympy
+    when it runs."""
+    from ..datacheck import make_check
+    return make_check(*condition_source(cond, over))

@@ -11,7 +11,8 @@ from .runtime import ACC_DEVICE_NVIDIA, load_runtime
 from .shapes import Binder, Expr
 
 DTYPES = {"f32": "float32", "f64": "float64", "f16": "float16", "bf16": "bfloat16",
-          "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "i8": "int8"}
+          "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "i8": "int8", "i32": "int32", "i64": "int64"}
+INTEGER = ("i32", "i64")           # integer inputs: sizes and indices (lens, a page table)
 ARRAY_KINDS = ("input", "inout", "output")
 
 
@@ -31,6 +32,9 @@ class Manifest:
                                 shape=[Expr(s) for s in p.get("shape", [])]) for p in data["params"]]
             derived = {str(k): Expr(v) for k, v in data.get("derived", {}).items()}
             constraints = [(Expr(c["cond"]), str(c["message"])) for c in data.get("constraints", [])]
+            from ..datacheck import make_check
+            self.data_checks = [(make_check(str(c["extents"]), str(c["test"])), f"{c['where']}: {c['message']}")
+                                for c in data.get("data_conditions", [])]
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise MoacError(f"{where}not a moac bundle manifest ({type(e).__name__}: {e})") from None
         self.data = data
@@ -42,6 +46,7 @@ class Manifest:
         self.outputs = [p["name"] for p in self.params if p["kind"] == "output"]
         self.size_params = [p["name"] for p in self.params if p["kind"] == "size"]
         self.array = {p["name"]: p for p in self.params if p["kind"] in ARRAY_KINDS}
+        self.integers = [p["name"] for p in self.params if p["kind"] == "input" and p["dtype"] in INTEGER]
         self.binder = Binder([(p["name"], p["shape"]) for p in self.params if p["kind"] in ("input", "inout")],
                              self.size_params, self.fixed, derived, constraints)
 
@@ -205,6 +210,8 @@ class DeviceKernel:
         misaligned = tuple(n for n in m.inputs if tensors[n].data_ptr() % 8)
         if misaligned:
             return None                                      # prepare's Launch reports it
+        if m.data_checks:
+            self.check_data(tensors, sizes)
         return Launch(self, torch, device, args, ws_bytes, results, (), sizes)()
 
     def prepare(self, out: dict | None = None, **tensors) -> "Launch":
@@ -244,6 +251,8 @@ class DeviceKernel:
                 self._plans.clear()
             plan = self._plans[key] = (sizes, shapes, ws)
         sizes, shapes, ws_bytes = plan
+        if m.data_checks:
+            self.check_data(arrays, sizes)
         for u in m.updated:
             for name, t in arrays.items():
                 if name != u and _overlap(arrays[u], t):
@@ -279,6 +288,17 @@ class DeviceKernel:
         results = {**outs, **{u: arrays[u] for u in m.updated}}
         misaligned = tuple(n for n, t in arrays.items() if t.data_ptr() % 8)
         return Launch(self, torch, device, args, ws_bytes, results, misaligned, sizes)
+
+    def check_data(self, tensors: dict, sizes: dict) -> None:
+        """The program's conditions on its integer inputs (every lens[b] ≤ N, every page
+        number < P): they are copied to the host (a few bytes, one synchronisation) and
+        checked, an ArgumentError naming the condition if one fails.  A Launch made by
+        `prepare` checks them once, when it is made, not at each run."""
+        ints = {n: tensors[n].cpu().numpy() for n in self.manifest.integers}
+        sizes = {**self.manifest.fixed, **sizes}
+        for ok, message in self.manifest.data_checks:
+            if not ok(ints, sizes):
+                raise ArgumentError(f"{message}, for these inputs")
 
     @staticmethod
     def _check(what: str, t, dtype: str, torch) -> None:

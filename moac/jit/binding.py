@@ -160,7 +160,7 @@ class Binding:
                 raise NotFrozen(f"{', '.join(map(str, es))} mentions {', '.join(sorted(free - set(self.sizes)))}")
             return [s for s in self.sizes if s in free]
         self.constraints = [(_fn(_src(sp.sympify(c.cond))), c.message, sizes_of(c.cond), c.span)
-                            for c in prog.constraints]
+                            for c in prog.constraints if not c.over]   # data: Kernel.check_data
         self.outputs = {}
         for name, shape in self._outputs_sym.items():
             sizes_of(*shape)

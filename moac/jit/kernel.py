@@ -127,6 +127,27 @@ class Kernel:
         self._out_dtype = {p.name: _np_dtype(p) for p in self.signature.params if p.kind == "output"}
         self._fast_ok = not self._updated          # in-place updates check overlaps on every call
         self._plans: dict = {}                      # input shapes -> (sizes, output shapes, workspace bytes)
+        # conditions on integer inputs (every lens[b] ≤ N, every page number < P): checked on every call
+        from ..front.data import compile_condition
+        self._data_checks = tuple((compile_condition(c.cond, c.over), c) for c in prog.constraints if c.over)
+        self._ints = tuple(i.name for i in prog.inputs if i.dtype in ("i32", "i64"))
+
+    def check_data(self, arrays: dict, sizes: dict) -> None:
+        """A positioned ArgumentError if an integer input breaks a condition of the program
+        (a length beyond the cache, a page number outside the pool): the kernel would read
+        outside its buffers."""
+        if not self._data_checks:
+            return
+        ints = {n: arrays[n] for n in self._ints}
+        sizes = {**self.onf.fixed, **sizes}
+        for ok, c in self._data_checks:
+            if ok(ints, sizes):
+                continue
+            from ..front.data import violation        # the slow path: which element, and its value
+            from ..front.core import size_symbol
+            env = {size_symbol(k): v for k, v in sizes.items()}
+            bad = violation(c.cond, c.over, env, {n: np.asarray(a) for n, a in ints.items()})
+            raise ArgumentError(f"{c.message}, but {bad}", c.span, self.onf.dnf.program.source)
 
     def __repr__(self) -> str:
         params = ", ".join(f"{p.name}: {p.kind}" for p in self.signature.params)
@@ -202,6 +223,8 @@ class Kernel:
                 self._plans.clear()
             plan = self._plans[key] = (sizes, outs, ws)
         sizes, outs, ws = plan
+        if self._data_checks:
+            self.check_data(arrays, sizes)
         if out:                                     # numpy out= arrays exactly as the outputs are
             for name, a in out.items():
                 if (type(a) is not np.ndarray or name not in outs or a.shape != outs[name]
@@ -265,6 +288,7 @@ class Kernel:
                 arrays[k], t = as_array(k, arrays[k])
                 torch_in |= t
         sizes = self._bind(arrays)
+        self.check_data(arrays, sizes)
         given = self._outputs_given(out or {}, sizes, arrays)
         cast = self._ffi.cast
         outs, args = {}, []

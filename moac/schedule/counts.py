@@ -102,7 +102,6 @@ def _expr_flops(e) -> sp.Expr:
 def count_kernel(s: Schedule, kernel) -> KernelCounts:
     bufs = {b.name: b for b in s.buffers}
     accesses, loops = [], []
-    flops = [sp.Integer(0)]
 
     def access(a, write: bool, lanes, ext: dict, lo: dict, packed: int = 1):
         buf = bufs[a.array]
@@ -112,50 +111,61 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
                                lane_diff(off, lanes) if lanes is not None else None, tuple(ext.items()), packed,
                                tuple(lo.items())))
 
-    def expr(e, trip, lanes, ext, lo):
-        flops[0] += trip * _expr_flops(e)
+    def expr(e, lanes, ext, lo):
         for r in expr_reads(e, []):
             access(r, False, lanes, ext, lo)
+        return _expr_flops(e)
 
-    def walk(body, trip, lanes, ext: dict, lo: dict, depth: int):
+    def walk(body, lanes, ext: dict, lo: dict, depth: int) -> sp.Expr:
+        """The body's flops (per entry); records its loops and accesses."""
+        total = sp.Integer(0)
         for st in body:
             match st:
                 case Let(value=v) | Set(value=v):
                     if v is not None:
-                        expr(v, trip, lanes, ext, lo)
+                        total += expr(v, lanes, ext, lo)
                 case LetIndex() | Prefetch():
                     pass
                 case Unpack():
                     access(st, False, lanes, ext, lo, st.width)
                 case Store(value=v):
-                    expr(v, trip, lanes, ext, lo)
+                    total += expr(v, lanes, ext, lo)
                     access(st, True, lanes, ext, lo)
                 case Guard(cond=c, then=t, other=o):
                     c = sp.sympify(c)
                     if isinstance(c, sp.StrictLessThan) and c.lhs in ext:
                         then, other = narrowed(c, ext, lo)
-                        walk(t, trip, lanes, *then, depth)
-                        walk(o, trip, lanes, *other, depth)
+                        total += walk(t, lanes, *then, depth) + walk(o, lanes, *other, depth)
                     else:
-                        walk(t, trip, lanes, ext, lo, depth)
-                        walk(o, trip, lanes, ext, lo, depth)
+                        total += walk(t, lanes, ext, lo, depth) + walk(o, lanes, ext, lo, depth)
                 case Loop():
                     loops.append(LoopInfo(st.var.name, sp.sympify(st.extent), st.level, st.note, depth))
                     inner = (st.lanes or st.var) if st.level == "vector" else lanes
                     binds = dict(st.binds)
-                    walk(st.body, trip * st.count, inner, {**ext, **binds},
-                         {v: x for v, x in lo.items() if v not in binds}, depth + 1)
+                    f = walk(st.body, inner, {**ext, **binds}, {v: x for v, x in lo.items() if v not in binds},
+                             depth + 1)
+                    total += _repeat(st, f)
                 case Serial(body=b) | Scope(body=b):
-                    walk(b, trip, lanes, ext, lo, depth)
+                    total += walk(b, lanes, ext, lo, depth)
                 case _:
                     raise TypeError(st)
+        return total
 
-    walk(kernel.body, sp.Integer(1), None, dict(kernel.domain), {}, 0)
+    flops = walk(kernel.body, None, dict(kernel.domain), {}, 0)
     arrays = tuple(sorted({a.array for a in accesses}))
     gang_traffic = _gang_traffic(s, kernel, accesses, bufs)
     traffic, scratch = _kernel_bytes(accesses, bufs, lambda a: dict(a.extents), lambda a: dict(a.starts))
-    return KernelCounts(kernel.name, kernel.comment, tuple(loops), tuple(accesses), arrays, sp.expand(flops[0]),
+    return KernelCounts(kernel.name, kernel.comment, tuple(loops), tuple(accesses), arrays, sp.expand(flops),
                         sp.expand(traffic), sp.expand(scratch), gang_traffic)
+
+
+def _repeat(loop, f) -> sp.Expr:
+    """A loop body's flops `f` over all its iterations: count × f, or, where f depends on
+    the loop's variable (an inner extent read from data, ⟨b⟩ψlens), the sum over it."""
+    f = sp.sympify(f)
+    if loop.var in f.free_symbols and loop.count == loop.extent - loop.start:
+        return sp.Sum(f, (loop.var, loop.start, loop.extent - 1))
+    return loop.count * f
 
 
 def _gang_traffic(s: Schedule, kernel, accesses: list, bufs: dict) -> sp.Expr:

@@ -4,6 +4,7 @@ the minimum reads of a DNF, and the rows an update leaves unchanged.  sympy only
 from __future__ import annotations
 
 import sympy as sp
+from sympy.core.function import AppliedUndef
 
 from ..dnf import DNF, DOp, DRead, DReduce, DSelect, DStmt, fmt_index
 
@@ -28,6 +29,13 @@ def internal(name: str) -> sp.Symbol:
     if name not in _INTERNAL:
         _INTERNAL[name] = sp.Dummy(name, integer=True, nonnegative=True)
     return _INTERNAL[name]
+
+
+def ragged_pick(array: str, w, n, chunk) -> sp.Expr:
+    """Gang w of the chunks of a ragged batch enumerated densely (w = Σ_{b'<b} ⌈array[b'] ÷
+    chunk⌉ + g) as g·(n + 1) + b, b = n past the last chunk: a term freeze prints as the
+    helper moac_ragged_pick of the array's integer type."""
+    return sp.Function(f"moac_ragged_pick@{array}", integer=True, nonnegative=True)(w, n, chunk)
 
 
 def gamma_text(index: tuple, shape: tuple) -> str:
@@ -69,17 +77,59 @@ def distinct_values(e, extents: dict):
     return None
 
 
+def _reads_data(e) -> bool:
+    return bool(sp.sympify(e).atoms(AppliedUndef))
+
+
+def _nonnegative(e) -> bool:
+    """e ≥ 0 surely (a number, or sympy can tell; a sum over integer data is not decided)."""
+    if e.is_nonnegative:
+        return True
+    return bool(e.is_number and not e.has(sp.Sum) and not e.atoms(AppliedUndef) and e >= 0)
+
+
+def _sum_dependent(index: tuple, factors: list, extents: dict) -> sp.Expr:
+    """The product of the components' distinct counts, where a count depends on another
+    loop variable v (an extent read from data: l < ⟨b⟩ψlens) and a component enumerates v:
+    the sum over v of the product of the counts that depend on it (Σ_{b<B} ⟨b⟩ψlens rows,
+    not B·⟨b⟩ψlens)."""
+    loopvars = set(extents)
+    factors = [sp.sympify(f) for f in factors]
+    for v in sorted({x for f in factors for x in f.free_symbols & loopvars}, key=sp.default_sort_key):
+        owner = [j for j, i in enumerate(index) if sp.sympify(i) == v]
+        dep = [k for k, f in enumerate(factors) if v in f.free_symbols]
+        if not owner or not dep:
+            continue
+        term = sp.Mul(*(factors[k] for k in dep))
+        for k in dep:
+            factors[k] = sp.Integer(1)
+        factors[owner[0]] = sp.Sum(term, (v, 0, sp.sympify(extents[v]) - 1))
+    return sp.Mul(*factors) if factors else sp.Integer(1)
+
+
 def footprint(index: tuple, shape: tuple, extents: dict) -> sp.Expr:
     """Distinct elements a ψ-selection touches over a loop domain: the product over the
     axes of the distinct values of each index component (the axis length where the
     component is not recognised), never more than the array."""
-    total = sp.Integer(1)
-    for i, n in zip(index, shape):
-        d = distinct_values(i, extents)
-        total *= n if d is None else d
+    ds = [distinct_values(i, extents) for i in index]
+    factors = [n if d is None else d for d, n in zip(ds, shape)]
+    loops = set(extents)
+    uses = [sp.sympify(i).free_symbols & loops for i in index]
+    # components that read integer data (a page number ⟨b ⌊l ÷ page⌋⟩ψtable) take, with the
+    # components over the same loop variables, at most as many values together as those
+    # variables have points: the tokens the loops visit (Σ_{b<B} ⟨b⟩ψlens), not the pool
+    gather = set().union(*(uses[k] for k, i in enumerate(index) if ds[k] is None and _reads_data(i)), set())
+    if gather:
+        joint = [k for k, u in enumerate(uses) if u and u <= gather]
+        points = sorted(gather, key=sp.default_sort_key)
+        count = _sum_dependent(tuple(points), [extents[v] for v in points], extents)
+        for k in joint:
+            factors[k] = sp.Integer(1)
+        factors[joint[0]] = count
+    total = _sum_dependent(index, factors, extents)
     size = sp.Mul(*shape) if shape else sp.Integer(1)
     over = sp.expand(total - size)
-    return size if (over.is_nonnegative or (over.is_number and over >= 0)) else total
+    return size if _nonnegative(over) else total
 
 
 def _box(index: tuple, extents: dict, starts: dict):
@@ -143,7 +193,7 @@ def union_footprint(accesses: list, shape: tuple) -> sp.Expr:
     total = sp.expand(sum((sp.Mul(*[hi - lo for lo, hi in b]) for b in distinct), sp.Integer(0)))
     size = sp.Mul(*shape) if shape else sp.Integer(1)
     over = sp.expand(total - size)
-    return size if (over.is_nonnegative or (over.is_number and over >= 0)) else total
+    return size if _nonnegative(over) else total
 
 
 def needed_reads(d: DNF, subs: dict) -> dict:
@@ -189,7 +239,10 @@ def narrowed(cond, ext: dict, lo: dict) -> tuple:
 
 def size_key(e):
     # order symbolic sizes by their value when every size is 64 (a large-ish generic size)
-    v = sp.sympify(e).xreplace({s: 64 for s in sp.sympify(e).free_symbols})
+    e = sp.sympify(e)
+    if e.has(sp.Sum) or e.atoms(AppliedUndef):       # a count over integer data: each read taken as 64
+        e = e.xreplace({r: sp.Integer(64) for r in e.atoms(AppliedUndef)}).doit()
+    v = e.xreplace({s: 64 for s in e.free_symbols})
     try:
         return float(v)
     except TypeError:  # pragma: no cover

@@ -28,5 +28,6 @@ TARGET = Target(
     gangs=int(os.environ.get("MOAC_CUDA_GANGS", "4096")),
     gangs_per_block=int(os.environ.get("MOAC_CUDA_WARPS", "1")),
     gang_memory=True,                  # __shared__
+    scan_gangs=True,
     offload={"nvptx": _FLAGS},
 )

@@ -2,6 +2,7 @@
 chunk maximum, exp and the chunk sum, and the weighted sum."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import sympy as sp
@@ -9,7 +10,8 @@ import sympy as sp
 from ...dnf import DConst, DIndex, DOp, DRead, fmt_index, free_index_vars, substitute
 from ..index import internal
 from ..index import gamma, lane_diff
-from ..ir import Const, Let, LetIndex, Lift, Local, Loop, Op, Prefetch, Set, Store
+from ..choices import MIN_CHUNK
+from ..ir import Const, Let, LetIndex, Lift, Local, Loop, Op, Prefetch, Read, Set, Store, Unpack
 from ..lower import logical, lower, read
 from ...dtypes import BYTES
 from ..packing import WORD, streams, dedupe_unpacks, lifted, note_lift, plan_packing, unpacks
@@ -76,6 +78,53 @@ def midx(ix, sub: dict):
         return ix
     first, rest = _stages(sub)
     return sp.expand(ix.xreplace(first).xreplace(rest))
+
+
+def align_tokens(ctx, body: tuple, toks: list, U: int, first) -> tuple:
+    """The U tokens of one unrolled step are t_u = first + u, and `first` is a multiple of
+    U (the chunk, a power of two ≥ MIN_CHUNK, is one when U divides MIN_CHUNK).  Where an
+    index reads ⌊t_u ÷ m⌋ or t_u mod m for a literal m that U divides (a page of m tokens:
+    ⟨⟨b ⌊l ÷ page⌋⟩ψtable (l mod page) …⟩), write t_u = U·ta + u: then ⌊t_u ÷ m⌋ = ⌊ta ÷ (m/U)⌋
+    is one value for all U tokens (one page-table read, not U) and t_u mod m = U·(ta mod
+    m/U) + u a constant offset from it.  Other bodies are returned as they are."""
+    if U <= 1 or MIN_CHUNK % U:
+        return body
+    ta = internal("ta")
+    pos = {t: u for u, t in enumerate(toks)}
+    changed = [False]
+
+    def fix(e):
+        e = sp.sympify(e)
+        if not e.has(*toks) or not e.has(sp.floor, sp.Mod):
+            return e
+
+        def one(x):
+            if isinstance(x, sp.floor):
+                num, den = sp.fraction(sp.together(x.args[0]))
+                if num in pos and den.is_Integer and int(den) % U == 0:
+                    changed[0] = True
+                    return sp.floor(ta / (int(den) // U))
+            if isinstance(x, sp.Mod) and x.args[0] in pos and x.args[1].is_Integer and int(x.args[1]) % U == 0:
+                changed[0] = True
+                return U * sp.Mod(ta, int(x.args[1]) // U) + pos[x.args[0]]
+            return x
+        return e.replace(lambda x: isinstance(x, (sp.floor, sp.Mod)), one)
+
+    def walk(x):
+        if isinstance(x, tuple):
+            return tuple(walk(y) for y in x)
+        if isinstance(x, (Read, Unpack, Prefetch)):
+            return dataclasses.replace(x, index=tuple(fix(i) for i in x.index))
+        if dataclasses.is_dataclass(x) and not isinstance(x, type):
+            kw = {f.name: walk(getattr(x, f.name)) for f in dataclasses.fields(x)
+                  if isinstance(getattr(x, f.name), tuple) or dataclasses.is_dataclass(getattr(x, f.name))}
+            return dataclasses.replace(x, **kw) if kw else x
+        return x
+    out = walk(body)
+    if not changed[0]:
+        return body
+    ctx.notes.append(f"{U} tokens per step start at a multiple of {U}: the page index ⌊t ÷ m⌋ is read once per step")
+    return (LetIndex(ta, sp.floor(sp.sympify(first) / U)),) + out
 
 
 def scores(ctx, names, E, ev, l, pidx: tuple, C, U: int, members: list, opts) -> tuple:
@@ -149,8 +198,9 @@ def scores(ctx, names, E, ev, l, pidx: tuple, C, U: int, members: list, opts) ->
             U = 1                          # the unrolled copies are not emitted
         else:
             pf = prefetches(ctx, msub(red.body, members[0]), l, ev, red.extent, decls[0].var, U)   # jam needs ev
-            main = Loop(cq, sp.floor(cn / U), "seq", tuple(decls) + pf + tuple(body), trip=C / U,
-                        note=f"pass 1: tokens g·chunk + {U}·cq + u, u < {U}: scores and chunk maximum")
+            main = Loop(cq, sp.floor(cn / U), "seq", align_tokens(ctx, tuple(decls) + pf + tuple(body),
+                                                                  [d.var for d in decls], U, g * C + cq * U),
+                        trip=C / U, note=f"pass 1: tokens g·chunk + {U}·cq + u, u < {U}: scores and chunk maximum")
     copies = [one(l, mi, "sc" if M == 1 else f"sc_{mi}", {}) for mi in range(M)]
     body = (jam(copies, f"{M} heads") if M > 1 else None) or plain(copies)
     first = (LetIndex(l, g * C + c),)
@@ -350,9 +400,9 @@ def _packed_weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, membe
         bodies = [token(tk, f"_{t}") for t, tk in enumerate(toks)]
         if any(b is None for b in bodies):
             return None
-        main = Loop(cq, sp.floor(cn / T), "seq", tuple(
-            st for t, tk in enumerate(toks) for st in [LetIndex(tk, g * C + cq * T + t)] + bodies[t]),
-            note=f"Σ over the chunk's tokens, {T} per iteration", trip=C / T)
+        main = Loop(cq, sp.floor(cn / T), "seq", align_tokens(ctx, tuple(
+            st for t, tk in enumerate(toks) for st in [LetIndex(tk, g * C + cq * T + t)] + bodies[t]), toks, T,
+            g * C + cq * T), note=f"Σ over the chunk's tokens, {T} per iteration", trip=C / T)
         one = token(l, "")
         rest_loop = Loop(c, cn, "seq", (LetIndex(l, g * C + c),) + tuple(one), start=T * sp.floor(cn / T),
                          trip=sp.Integer(0), note=f"the last cn mod {T} tokens")
@@ -424,8 +474,10 @@ def _simd_weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members
         return None
     if T > 1:
         pf = prefetches(ctx, W, l, last, n_last, toks[0], T)
-        loops = (Loop(cq, sp.floor(cn / T), "seq", tuple(LetIndex(tk, g * C + cq * T + t) for t, tk in enumerate(toks))
-                      + pf + main, note=f"Σ over the chunk's tokens, tokens outer, {T} per iteration", trip=C / T),
+        loops = (Loop(cq, sp.floor(cn / T), "seq", align_tokens(ctx, tuple(LetIndex(tk, g * C + cq * T + t)
+                                                                           for t, tk in enumerate(toks)) + pf + main,
+                                                                     toks, T, g * C + cq * T),
+                      note=f"Σ over the chunk's tokens, tokens outer, {T} per iteration", trip=C / T),
                  Loop(c, cn, "seq", (LetIndex(l, g * C + c),) + one, start=T * sp.floor(cn / T), trip=sp.Integer(0),
                       note=f"the last cn mod {T} tokens"))
     else:

@@ -1,0 +1,21 @@
+"""Conditions on integer inputs (every lens[b] ≤ N, every page number < P) as plain numpy
+functions, for the call paths of the host Kernel and of moac.gpu's DeviceKernel: no sympy
+here.  front/data.py prints a condition as the two pieces of source this module compiles
+(the extents of its quantified indices and the test over them); a GPU bundle's manifest
+carries them as text."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def make_check(extents: str, test: str):
+    """`ok(A, S) -> bool`: A the integer inputs by name (numpy), S the sizes by name; the
+    quantified indices are G[0], G[1], … (broadcast aranges over `extents`)."""
+    code = (f"def ok(A, S):\n"
+            f"    n = {extents}\n"
+            f"    G = [np.arange(x, dtype=np.int64).reshape((1,) * k + (-1,) + (1,) * (len(n) - k - 1))\n"
+            f"         for k, x in enumerate(n)]\n"
+            f"    return bool(np.all(np.broadcast_to({test}, n)))\n")
+    scope = {"np": np}
+    exec(compile(code, "<moac data condition>", "exec"), scope)     # moac's own printed source
+    return scope["ok"]

@@ -1,0 +1,223 @@
+"""Ragged batches and a paged KV cache (examples/decode_ragged.moa, decode_paged.moa): integer
+inputs used as sizes per Ω frame (`lens`) and as ψ indices (`table`).
+
+Each kernel is compared, sequence by sequence, with PyTorch's scaled_dot_product_attention
+on that sequence's rows gathered by the test (float64), across page sizes 1, 16 and 64,
+lengths 0, 1 and the capacity, and GQA ratios 1, 4 and 8; the DNF, the traffic counts and
+the run-time checks of the data are tested too.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import moac
+from conftest import EXAMPLES, check_dnf
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+RAGGED = EXAMPLES / "decode_ragged.moa"
+PAGED = EXAMPLES / "decode_paged.moa"
+TARGETS = ("c", "openmp", "openacc")
+
+
+def sdpa(q, k, v) -> np.ndarray:
+    """One query row against n rows of K and V (n = 0: zeros, moac's empty sum)."""
+    if k.shape[0] == 0:
+        return np.zeros(v.shape[1])
+    t = lambda a: torch.from_numpy(np.asarray(a, dtype=np.float64))     # noqa: E731
+    with torch.no_grad():
+        return F.scaled_dot_product_attention(t(q)[None, None], t(k)[None], t(v)[None])[0, 0].numpy()
+
+
+def ragged_inputs(rng, B, hq, hkv, N, dk, dv, lens):
+    Q = rng.standard_normal((B, hq, dk)).astype(np.float32)
+    K = rng.standard_normal((B, hkv, N, dk)).astype(np.float32)
+    V = rng.standard_normal((B, hkv, N, dv)).astype(np.float32)
+    return dict(Q=Q, K=K, V=V, lens=np.asarray(lens, dtype=np.int32))
+
+
+def ragged_reference(a) -> np.ndarray:
+    Q, K, V, lens = a["Q"], a["K"], a["V"], a["lens"]
+    B, hq, _ = Q.shape
+    g = hq // K.shape[1]
+    out = np.zeros((B, hq, V.shape[3]))
+    for b in range(B):
+        for h in range(hq):
+            n = int(lens[b])
+            out[b, h] = sdpa(Q[b, h], K[b, h // g, :n], V[b, h // g, :n])
+    return out
+
+
+def paged_inputs(rng, B, hq, hkv, d, page, maxp, lens):
+    P = 2 * B * maxp + 1
+    return dict(Q=rng.standard_normal((B, hq, d)).astype(np.float32),
+                Kp=rng.standard_normal((P, page, hkv, d)).astype(np.float32),
+                Vp=rng.standard_normal((P, page, hkv, d)).astype(np.float32),
+                table=rng.permutation(P)[:B * maxp].reshape(B, maxp).astype(np.int32),
+                lens=np.asarray(lens, dtype=np.int32))
+
+
+def paged_reference(a) -> np.ndarray:
+    Q, Kp, Vp, table, lens = a["Q"], a["Kp"], a["Vp"], a["table"], a["lens"]
+    B, hq, d = Q.shape
+    g = hq // Kp.shape[2]
+    out = np.zeros((B, hq, d))
+    for b in range(B):
+        Ks = np.concatenate([Kp[p] for p in table[b]])     # the sequence's tokens, gathered by the test
+        Vs = np.concatenate([Vp[p] for p in table[b]])
+        for h in range(hq):
+            n = int(lens[b])
+            out[b, h] = sdpa(Q[b, h], Ks[:n, h // g], Vs[:n, h // g])
+    return out
+
+
+@pytest.fixture(scope="module")
+def kernels():
+    return {(path.stem, t): moac.load(path).compile(target=t) for path in (RAGGED, PAGED) for t in TARGETS}
+
+
+# --------------------------------------------------------------------------- the normal forms
+
+def test_ragged_dnf_reduces_over_each_sequences_length():
+    dnf = str(moac.load(RAGGED).dnf())
+    assert "Σ_{k<⟨b⟩ψlens} exp(" in dnf and "max_{j<⟨b⟩ψlens}" in dnf
+    assert "require ⟨b⟩ψlens <= N    for b < B" in dnf
+    assert "require ⟨b⟩ψlens >= 0    for b < B" in dnf
+
+
+def test_paged_dnf_reads_the_pool_through_the_table():
+    dnf = str(moac.load(PAGED).dnf())
+    assert "⟨⟨b floor(k/page)⟩ψtable Mod(k, page) floor(i/g) j⟩ψVp" in dnf
+    assert "require ⟨b i⟩ψtable < P    for b < B, i < maxp" in dnf
+    assert "require ⟨b⟩ψlens <= maxp·page    for b < B" in dnf
+
+
+@pytest.mark.parametrize("path", (RAGGED, PAGED), ids=("ragged", "paged"))
+def test_traffic_counts_the_valid_rows_only(path):
+    text = str(moac.load(path).onf(target="openacc"))
+    assert "minimum        " in text
+    line = next(x for x in text.splitlines() if x.startswith("minimum"))
+    assert "Σ_{b<B} ⟨b⟩ψlens" in line                     # the rows read: the sum of the lengths
+    assert "inputs and outputs move exactly the minimum ✓" in text
+
+
+def test_interpreter_and_dnf_agree_on_ragged_data():
+    rng = np.random.default_rng(3)
+    a = ragged_inputs(rng, 3, 4, 2, 5, 3, 2, [0, 5, 2])
+    ref = check_dnf(moac.load(RAGGED), dict(B=3, g=2, hkv=2, N=5, dk=3, dv=2), arrays=a)
+    np.testing.assert_allclose(ref["out"], ragged_reference(a), rtol=1e-12, atol=1e-12)
+    b = paged_inputs(rng, 3, 4, 2, 3, 2, 3, [0, 6, 3])
+    ref = check_dnf(moac.load(PAGED), dict(B=3, g=2, hkv=2, P=19, page=2, maxp=3, d=3), arrays=b)
+    np.testing.assert_allclose(ref["out"], paged_reference(b), rtol=1e-12, atol=1e-12)
+
+
+# --------------------------------------------------------------------------- compiled, against SDPA
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("ratio", (1, 4, 8))
+def test_ragged_against_sdpa(kernels, target, ratio):
+    rng = np.random.default_rng(ratio)
+    N = 70
+    a = ragged_inputs(rng, 5, 2 * ratio, 2, N, 16, 8, [0, 1, N, 33, 64])
+    out = kernels["decode_ragged", target](**a)["out"]
+    np.testing.assert_allclose(out, ragged_reference(a), rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("page", (1, 16, 64))
+def test_paged_against_sdpa(kernels, target, page):
+    rng = np.random.default_rng(page)
+    maxp = 3
+    for ratio in (1, 4, 8):
+        full = maxp * page
+        a = paged_inputs(rng, 4, ratio, 1, 16, page, maxp, [0, 1, full, full // 2 + 1])
+        out = kernels["decode_paged", target](**a)["out"]
+        np.testing.assert_allclose(out, paged_reference(a), rtol=2e-5, atol=2e-5, err_msg=f"g = {ratio}")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_rows_past_a_length_are_never_read(kernels, target):
+    rng = np.random.default_rng(9)
+    a = ragged_inputs(rng, 3, 4, 2, 40, 8, 8, [0, 17, 40])
+    want = kernels["decode_ragged", target](**a)["out"]
+    for b, n in enumerate(a["lens"]):                       # poison every row beyond a length
+        a["K"][b, :, n:] = np.nan
+        a["V"][b, :, n:] = np.inf
+    np.testing.assert_array_equal(kernels["decode_ragged", target](**a)["out"], want)
+
+
+# --------------------------------------------------------------------------- data the kernel refuses
+
+@pytest.mark.parametrize("target", ("c", "openacc"))
+def test_bad_data_is_a_positioned_error(kernels, target):
+    rng = np.random.default_rng(5)
+    a = ragged_inputs(rng, 3, 4, 2, 10, 4, 4, [1, 11, 2])
+    with pytest.raises(moac.ArgumentError, match=r"decode_ragged.moa:\d+:\d+: error: △ count ⟨b⟩ψlens must not "
+                       r"exceed N, but at b = 1 it is 11"):
+        kernels["decode_ragged", target](**a)
+    a["lens"][1] = -1
+    with pytest.raises(moac.ArgumentError, match=r"'lens' must be ≥ 0 .*, but at b = 1 it is -1"):
+        kernels["decode_ragged", target](**a)
+    p = paged_inputs(rng, 2, 2, 1, 4, 4, 2, [3, 8])
+    p["table"][1, 1] = p["Kp"].shape[0]                       # one past the pool
+    with pytest.raises(moac.ArgumentError, match=r"ψ index component 0 .* must lie in \[0, P\), but at b = 1, "
+                       r"i = 1 it is 9"):
+        kernels["decode_paged", target](**p)
+    with pytest.raises(moac.ArgumentError, match="must not exceed N"):
+        moac.load(RAGGED).evaluate(**ragged_inputs(rng, 2, 2, 1, 3, 2, 2, [4, 0]))
+
+
+@pytest.mark.parametrize("path", (RAGGED, PAGED), ids=("ragged", "paged"))
+def test_moac_check_draws_valid_data(path):
+    """`moac check` draws each integer input within the program's conditions (lens ≤ N,
+    page numbers < P) and passes on every target."""
+    import subprocess
+    import sys
+    for target in TARGETS:
+        r = subprocess.run([sys.executable, "-m", "moac", "check", str(path), "--target", target, "-D", "B=3",
+                            "-D", "hkv=2", "-D", "g=2"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert r.stdout.count(" OK") == 1, r.stdout
+
+
+@pytest.mark.parametrize("src, message", [
+    ("size B, N\ninput K : f32 ⟨B N⟩\ninput lens : i32 ⟨B⟩\nfn t n X { n △ X }\nout = lens (t Ω⟨0 1⟩) K\n",
+     "'out' has shape ⟨B ⟨@0⟩ψlens⟩, which depends on integer data"),
+    ("size B, N\ninput K : f32 ⟨B N⟩\ninput lens : i32 ⟨B⟩\nfn t n X { ι n }\nout = lens (t Ω⟨0 1⟩) K\n",
+     "is read from an integer array; only a take or drop count and a ψ index may be"),
+    ("size B, N\ninput K : f32 ⟨B N⟩\ninput lens : i32 ⟨B⟩\nfn t n X { ⟨2 1⟩ ρ n △ X }\n"
+     "out = lens (t Ω⟨0 1⟩) K\n", "ρ needs an array of rectangular shape"),
+])
+def test_ragged_shape_errors(src, message):
+    with pytest.raises(moac.MoacError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        moac.parse(src).dnf()
+
+
+def test_dense_chunk_enumeration_helper(tmp_path):
+    """moac_ragged_pick (the CUDA gangs' dense enumeration of a ragged batch's chunks,
+    plans/split_k._dense_chunks) against the enumeration in Python: every (sequence,
+    chunk) once, in order, then b = B for the gangs past the last chunk."""
+    import shutil
+    import subprocess
+    from moac.emit.codegen import OPTIONAL_HELPERS
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    lens = [0, 1, 64, 65, 200, 0, 7]
+    chunk, B = 64, len(lens)
+    total = B * 4                                    # the bound: ⌈256 / 64⌉ chunks per sequence
+    src = tmp_path / "pick.c"
+    src.write_text("#include <stdint.h>\n#include <stdio.h>\n" + OPTIONAL_HELPERS["moac_ragged_pick_i32"] + "\n"
+                   f"int main(void) {{ int32_t lens[] = {{{', '.join(map(str, lens))}}};\n"
+                   f"  for (int64_t w = 0; w < {total}; ++w) {{ int64_t x = moac_ragged_pick_i32(w, lens, {B}, {chunk});\n"
+                   f"    printf(\"%lld %lld\\n\", (long long)(x % {B + 1}), (long long)(x / {B + 1})); }}\n"
+                   "  return 0; }\n")
+    exe = tmp_path / "pick"
+    subprocess.run([cc, "-std=c11", "-o", str(exe), str(src)], check=True)
+    got = [tuple(map(int, line.split())) for line in subprocess.run([str(exe)], capture_output=True, text=True,
+                                                                     check=True).stdout.splitlines()]
+    want = [(b, g) for b, n in enumerate(lens) for g in range(-(-n // chunk))]
+    assert got[:len(want)] == want
+    assert all(b == B for b, _ in got[len(want):])
