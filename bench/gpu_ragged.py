@@ -32,7 +32,7 @@ CASES = [("dense", "decode_gqa_batched", {**FIXED, "dk": D, "dv": D}),
 TARGETS = ("openacc", "cuda")
 
 
-def build(out: Path) -> int:
+def build(out: Path, paged_flags: list | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for name, example, fixed in CASES:
         text = (ROOT / "examples" / f"{example}.moa").read_text(encoding="utf-8")
@@ -43,7 +43,8 @@ def build(out: Path) -> int:
         for target in TARGETS:
             bundle = out / f"{name}-{target}{'.cu' if target == 'cuda' else '.c'}"
             subprocess.run([sys.executable, "-m", "moac", "compile", str(src), "--target", target, "--offload",
-                            "nvptx", "-o", str(bundle)] + [f"-D{k}={v}" for k, v in fixed.items()],
+                            "nvptx", "-o", str(bundle)] + [f"-D{k}={v}" for k, v in fixed.items()]
+                           + (paged_flags or [] if name == "paged" and target == "cuda" else []),
                            check=True, cwd=ROOT)
     print(f"{len(CASES) * len(TARGETS)} bundles in {out}")
     return 0
@@ -150,7 +151,7 @@ def run(out: Path, reps: int, json_path: Path | None, probe_dir: Path | None = N
 def main() -> int:
     a = sys.argv[1:]
     if len(a) >= 2 and a[0] == "build":
-        return build(Path(a[1]).resolve())
+        return build(Path(a[1]).resolve(), a[a.index("--paged-flags") + 1].split() if "--paged-flags" in a else None)
     if len(a) >= 2 and a[0] == "run":
         reps = int(a[a.index("--reps") + 1]) if "--reps" in a else 50
         js = Path(a[a.index("--json") + 1]) if "--json" in a else None

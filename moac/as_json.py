@@ -77,8 +77,11 @@ def cost(prog, sizes: dict, hardware: list, layers, kv_dtype, token: str, target
     run_time = {k.name: int(x) for k, x in v.items() if isinstance(k, sp.Dummy)}
     out = {"schema": SCHEMA, "stage": "cost", "file": prog.source.filename, "target": target, "plan": c.onf.plan,
            "storage": storage, "sizes": named, "run_time_choices": run_time}
+    from .cost import _num
+    out["data"] = {k: _expr(x) for k, x in c.data.items()}
     for key, e in (("traffic_bytes", c.traffic), ("minimum_bytes", c.minimum), ("flops", c.flops)):
-        out[key] = {"expr": _expr(e), "value": _value(e, v) if v else None}
+        out[key] = {"expr": _expr(e), "value": _value(e, v) if v and not c.data else (_num(e, v, c.data) if v
+                                                                                        else None)}
     if c.kv_per_token is not None:
         out["kv_bytes_per_token"] = {"expr": _expr(c.kv_per_token), "value": _value(c.kv_per_token, v),
                                      "layers": layers,

@@ -40,8 +40,10 @@ def _sizes(pairs: list[str] | None, parser: argparse.ArgumentParser) -> dict:
     return out
 
 
-def _check_sizes(prog, sizes: dict, parser):
+def _check_sizes(prog, sizes: dict, parser, cmd: str = ""):
     known = set(prog.core.size_names())
+    if cmd == "cost":           # -D lens=4096: every element of an integer input, for the estimates
+        known |= {i.name for i in prog.inputs if i.dtype in ("i32", "i64")}
     for k in sizes:
         if k not in known:
             parser.error(f"-D {k}: the program declares no size '{k}' (sizes: {', '.join(sorted(known)) or 'none'})")
@@ -244,7 +246,7 @@ def _write_c(out: str | None, src: str) -> None:
 
 def _command(prog, args, sizes: dict, ap, key) -> int:
     from . import timing
-    _check_sizes(prog, sizes, ap)
+    _check_sizes(prog, sizes, ap, args.cmd)
     if args.cmd == "dnf":
         from .dnf import format_trace
         d = prog.dnf()

@@ -209,6 +209,7 @@ def bundle(art, offload: str, out: Path) -> None:
         "constraints": [{"cond": str(c.cond), "message": c.message} for c in onf.dnf.program.constraints
                         if not c.over],
         "data_conditions": _data_conditions(onf.dnf.program),
+        "data_bounds": {k: str(v) for k, v in _bounds(onf.dnf.program).items()},
         "flags": flags,
         "traffic_bytes": str(onf.traffic),
         "minimum_bytes": str(onf.minimum),
@@ -217,6 +218,11 @@ def bundle(art, offload: str, out: Path) -> None:
     write_atomic(out.with_suffix(".json"), json.dumps(manifest, indent=2) + "\n")
     runtime = f" and {libdir}/ (runtime)" if target.runtime_libs else ""
     print(f"wrote {out}, {so}, {out.with_suffix('.json')}{runtime}")
+
+
+def _bounds(program) -> dict:
+    from .front.data import bounds
+    return bounds(program)
 
 
 def _data_conditions(program) -> list:

@@ -2,9 +2,10 @@
 roofline estimate, all evaluated from the ONF's symbolic counts."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy as sp
+from sympy.core.function import AppliedUndef
 
 from . import hardware as H
 from .schedule.choices import RULES, evaluate
@@ -22,13 +23,24 @@ class Cost:
     flops: sp.Expr
     kv_per_token: sp.Expr | None     # bytes per token of the token axis (one layer)
     flops_per_token: sp.Expr | None
+    data: dict = field(default_factory=dict)   # integer input -> the value its every element is taken at
+                                               # (-D lens=4096, else the bound its conditions give)
 
 
 def _no_ceiling(e):
     return sp.sympify(e).replace(sp.ceiling, lambda x: x)
 
 
+def split_data(prog, sizes: dict) -> tuple:
+    """(-D sizes, -D values of integer inputs): `-D lens=4096` takes every element of the
+    integer input lens as 4096 for the estimates."""
+    from .front.data import INDEX_DTYPES
+    ints = {i.name for i in prog.inputs if i.dtype in INDEX_DTYPES}
+    return {k: v for k, v in sizes.items() if k not in ints}, {k: v for k, v in sizes.items() if k in ints}
+
+
 def analyse(prog, sizes: dict, target: str = "openacc", token: str | None = "n", storage: dict | None = None) -> Cost:
+    sizes, given = split_data(prog, sizes)
     tok = next((s for s in prog.core.sizes if s.name == token), None)
     fixed = {k: v for k, v in sizes.items() if not (tok is not None and k == tok.name)}
     onf = prog.onf(target=target, sizes=fixed, storage=storage or {})
@@ -45,7 +57,15 @@ def analyse(prog, sizes: dict, target: str = "openacc", token: str | None = "n",
         big = {ch.var: RULES[ch.rule](*(10**12 for _ in ch.args)) for ch in onf.choices}
         kv = sp.expand(sp.diff(_no_ceiling(onf.minimum), tok))
         fpt = sp.expand(sp.diff(_no_ceiling(onf.flops).xreplace(big), tok))
-    return Cost(onf, tok, values, onf.traffic, onf.minimum, onf.flops, kv, fpt)
+        if kv == 0:                # the minimum does not grow with this size (a capacity: the data's lengths do)
+            kv = fpt = None
+    from .front.data import INDEX_DTYPES, bounds
+    bound = bounds(prog.core)
+    data = {i.name: sp.Integer(given[i.name]) if i.name in given else bound.get(i.name)
+            for i in prog.inputs if i.dtype in INDEX_DTYPES}
+    read = {r.func.__name__ for e in (onf.traffic, onf.minimum, onf.flops) for r in sp.sympify(e).atoms(AppliedUndef)}
+    return Cost(onf, tok, values, onf.traffic, onf.minimum, onf.flops, kv, fpt,
+                {k: v for k, v in data.items() if v is not None and k in read})
 
 
 def storage_for(prog, kv_dtype: str | None, token: str) -> dict:
@@ -76,9 +96,17 @@ def counts_at(onf, sizes: dict) -> tuple:
     return tuple(out)
 
 
-def _num(e, values):
-    v = sp.sympify(e).xreplace(values or {})
-    return float(v) if not v.free_symbols else None
+def _num(e, values, data: dict | None = None):
+    """e as a number at these sizes, each integer-array read at its value in `data` (sums
+    over a batch then summed); None if a size or a read is left."""
+    e = sp.sympify(e)
+    if data and e.atoms(AppliedUndef):
+        e = e.replace(lambda x: isinstance(x, AppliedUndef) and x.func.__name__ in data,
+                      lambda x: data[x.func.__name__])
+    v = e.xreplace(values or {})
+    if v.has(sp.Sum):
+        v = v.doit()
+    return float(v) if not v.free_symbols and not v.atoms(AppliedUndef) else None
 
 
 def _fmt_bytes(b: float) -> str:
@@ -95,7 +123,7 @@ def _per_token_intensity(c: Cost):
 
 def _call_counts(c: Cost) -> tuple:
     """(DRAM bytes, flops) of the call as floats, (None, None) unless every size is fixed."""
-    return (_num(c.traffic, c.values), _num(c.flops, c.values)) if c.values else (None, None)
+    return (_num(c.traffic, c.values, c.data), _num(c.flops, c.values, c.data)) if c.values else (None, None)
 
 
 def report(prog, sizes: dict, hardware: list, layers: int | None, kv_dtype: str | None, token: str = "n",
@@ -112,14 +140,19 @@ def report(prog, sizes: dict, hardware: list, layers: int | None, kv_dtype: str 
                  + "".join(f", {k.name} = {int(x)} (run time)" for k, x in v.items() if isinstance(k, sp.Dummy)))
 
     def line(label, e, unit):
-        n = _num(e, v) if v else None
+        n = _num(e, v, c.data) if v else None
         shown = f" = {n:,.0f} {unit}" if n is not None else f" {unit}"
         L.append(f"{label:13} {fmt_index(sp.factor(e))}{shown}")
+    if v and c.data and any(x.atoms(AppliedUndef) for x in (c.traffic, c.minimum, c.flops)):
+        given = split_data(prog, sizes)[1]
+        L.append("data          " + ", ".join(
+            f"every element of {k} = {int(x) if sp.sympify(x).is_Integer else fmt_index(x)}"
+            + (" (-D)" if k in given else f" (its bound; -D {k}=VALUE for another)") for k, x in c.data.items()))
     line("DRAM bytes", c.traffic, "per call")
     line("minimum", c.minimum, "per call (each needed input element read once, each output written once)")
     line("flops", c.flops, "per call")
     if c.kv_per_token is not None:
-        kvv = _num(c.kv_per_token, v)
+        kvv = _num(c.kv_per_token, v, c.data)
         L.append(f"KV bytes/token {fmt_index(c.kv_per_token)} per layer (∂ minimum / ∂{token})"
                  + (f" = {_fmt_bytes(kvv)}" if kvv is not None else ""))
         if layers:

@@ -33,6 +33,7 @@ class Manifest:
             derived = {str(k): Expr(v) for k, v in data.get("derived", {}).items()}
             constraints = [(Expr(c["cond"]), str(c["message"])) for c in data.get("constraints", [])]
             from ..datacheck import make_check
+            self.data_bounds = {str(k): Expr(v) for k, v in data.get("data_bounds", {}).items()}
             self.data_checks = [(make_check(str(c["extents"]), str(c["test"])), f"{c['where']}: {c['message']}")
                                 for c in data.get("data_conditions", [])]
         except (KeyError, TypeError, ValueError, AttributeError) as e:

@@ -43,7 +43,8 @@ HALF_ULP = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11}     # a 16-bit output's roundi
 def random_inputs(kernel: DeviceKernel, sizes: dict, torch, seed: int = 0) -> tuple[dict, dict]:
     """(inputs, NaN-filled outputs) for the sizes given by name: standard normal draws in
     float32 on the GPU, in parameter order, rounded to each input's declared dtype (fp8 by
-    torch's saturating conversion, i8 as round(32·x) clamped); the scales ks and vs of 8-bit
+    torch's saturating conversion, i8 as round(32·x) clamped; i32 and i64 uniform between 0
+    and the bound the program's conditions give them); the scales ks and vs of 8-bit
     K and V uniform in [0.5, 1.5]."""
     m = kernel.manifest
     env = m.sizes(sizes, " (-D NAME=VALUE)")
@@ -56,6 +57,12 @@ def random_inputs(kernel: DeviceKernel, sizes: dict, torch, seed: int = 0) -> tu
             x = torch.randn(shapes[p["name"]], device="cuda", dtype=torch.float32, generator=g)
             if p["name"] in SCALES:
                 x = 0.5 + torch.rand(shapes[p["name"]], device="cuda", dtype=torch.float32, generator=g)
+            if p["dtype"] in ("i32", "i64"):       # sizes and indices: uniform in [0, the bound they must keep]
+                bound = m.data_bounds.get(p["name"])
+                top = bound({**m.fixed, **env}) if bound is not None else 12
+                inputs[p["name"]] = torch.randint(0, max(int(top), 0) + 1, shapes[p["name"]], device="cuda",
+                                                  generator=g).to(dtype)
+                continue
             inputs[p["name"]] = (32 * x).round().clamp(-128, 127).to(dtype) if dtype == torch.int8 else x.to(dtype)
         elif p["kind"] == "output":
             outs[p["name"]] = torch.full(shapes[p["name"]], float("nan"), device="cuda",

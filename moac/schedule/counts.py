@@ -162,9 +162,12 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
 def _repeat(loop, f) -> sp.Expr:
     """A loop body's flops `f` over all its iterations: count × f, or, where f depends on
     the loop's variable (an inner extent read from data, ⟨b⟩ψlens), the sum over it."""
-    f = sp.sympify(f)
+    f = sp.expand(sp.sympify(f))
     if loop.var in f.free_symbols and loop.count == loop.extent - loop.start:
-        return sp.Sum(f, (loop.var, loop.start, loop.extent - 1))
+        terms = sp.Add.make_args(f)
+        const = sp.Add(*(t for t in terms if loop.var not in t.free_symbols))
+        dep = sp.Add(*(t for t in terms if loop.var in t.free_symbols))
+        return loop.count * const + sp.Sum(dep, (loop.var, loop.start, loop.extent - 1))
     return loop.count * f
 
 

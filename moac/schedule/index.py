@@ -190,7 +190,12 @@ def union_footprint(accesses: list, shape: tuple) -> sp.Expr:
         for c in distinct[k + 1:]:
             if not any(_provably_le(x[1], y[0]) or _provably_le(y[1], x[0]) for x, y in zip(b, c)):
                 return largest
-    total = sp.expand(sum((sp.Mul(*[hi - lo for lo, hi in b]) for b in distinct), sp.Integer(0)))
+    where = {id(b): (idx, ext) for b, (idx, ext, _) in zip(boxes, accesses)}
+
+    def volume(b):          # a box's elements; an extent read from data sums over what it depends on
+        idx, ext = where[id(b)]
+        return _sum_dependent(idx, [hi - lo for lo, hi in b], ext)
+    total = sp.expand(sum((volume(b) for b in distinct), sp.Integer(0)))
     size = sp.Mul(*shape) if shape else sp.Integer(1)
     over = sp.expand(total - size)
     return size if _nonnegative(over) else total
