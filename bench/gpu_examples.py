@@ -3,7 +3,7 @@
 inputs and the interpreter's float64 results beside it, so that a GPU machine without
 moac can check them (bench/gpu_check.py).
 
-    python3 bench/gpu_examples.py OUTDIR [--targets openacc,cuda]   # here, then on the GPU machine:
+    python3 bench/gpu_examples.py OUTDIR [--targets openacc,cuda] [--only NAME,...]   # here, then on the GPU:
     python3 bench/gpu_check.py OUTDIR/examples.json --json results.json
 """
 from __future__ import annotations
@@ -33,6 +33,8 @@ SIZES = {
     "decode_gqa_batched": dict(B=2, hkv=2, g=3, n=1000, dk=128, dv=128),
     "decode_gqa_fp8": dict(B=2, hkv=2, g=3, n=1000, dk=128, dv=128),
     "decode_gqa_fp8_head": dict(B=2, hkv=2, g=3, n=1000, dk=128, dv=128),
+    "decode_ragged": dict(B=3, hkv=2, g=3, N=300, dk=33, dv=65),
+    "decode_paged": dict(B=3, hkv=2, g=3, P=20, page=7, maxp=5, d=33),
 }
 
 
@@ -40,12 +42,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("--targets", default="openacc,cuda")
+    ap.add_argument("--only", help="these examples only (comma-separated names)")
     a = ap.parse_args()
     out = a.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     cases = []
     for path in sorted((ROOT / "examples").glob("*.moa")):
         name = path.stem
+        if a.only and name not in a.only.split(","):
+            continue
         prog = moac.load(path)
         arrays, sizes = commands.random_inputs(prog, SIZES.get(name, {}), seed=0)
         ref = prog.evaluate(sizes=sizes, **{k: v.copy() for k, v in arrays.items()})

@@ -36,11 +36,11 @@ def _run(args: list, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable] + args, cwd=HERE, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-# the test suite's slice: one example for each code path the kernels take (the split-K
-# plan plain, batched GQA with packed words, 8-bit storage, min extents, an in-place
-# update, catenation, the forward pass); `python tests/sanitize_run.py` runs
-# every example (docs/reliability.md)
-SLICE = ["decode", "decode_gqa_batched", "decode_gqa_fp8", "decode_sinks", "decode_step", "catenate",
+# the test suite's slice: one example for each code path the kernels take (batched GQA
+# with packed words, 8-bit storage, min extents, an in-place update, catenation, the
+# forward pass, and split-K over a length read from data with indices read from a page
+# table); `python tests/sanitize_run.py` runs every example (docs/reliability.md)
+SLICE = ["decode_paged", "decode_gqa_batched", "decode_gqa_fp8", "decode_sinks", "decode_step", "catenate",
          "attention_forward"]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import sympy as sp
+from sympy.core.function import AppliedUndef
 
 from . import syntax as S
 from .core import (CCat, CCell, CConst, CDrop, CInner, CInput, CIota, CMap, CNamed, COuter, Constraint,
@@ -301,7 +302,8 @@ class Elab(DataShapes):
             n = D.at_index(n, idx)
             cond = sp.And(sp.Ge(i, 0), sp.Lt(i, n))
             if not provably(cond) or D.has_data(i):     # an index read from data: checked when the kernel runs
-                cond = sp.Lt(i, n) if D.has_data(i) else cond     # integer data is ≥ 0 by declaration
+                if isinstance(i, AppliedUndef):          # a plain read: ≥ 0 by the input's own condition
+                    cond = sp.Lt(i, n)
                 self.constraints.append(Constraint(cond, f"ψ index component {k} ({show_expr(i)}) must lie in "
                                                    f"[0, {show_expr(n)})", idx_node.span))
         shape = D.shift_axes(a.shape[len(idx):], {**{j: idx[j] for j in range(len(idx))},

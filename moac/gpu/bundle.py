@@ -294,7 +294,12 @@ class DeviceKernel:
         """The program's conditions on its integer inputs (every lens[b] ≤ N, every page
         number < P): they are copied to the host (a few bytes, one synchronisation) and
         checked, an ArgumentError naming the condition if one fails.  A Launch made by
-        `prepare` checks them once, when it is made, not at each run."""
+        `prepare` checks them once, when it is made, not at each run; a call captured into a
+        CUDA graph checks nothing (no host copy is allowed then), nor do its replays: check
+        the data with a plain call."""
+        torch = self._torch or _torch()
+        if torch.cuda.is_current_stream_capturing():
+            return              # no copy to the host while a CUDA graph is captured: replays check nothing
         ints = {n: tensors[n].cpu().numpy() for n in self.manifest.integers}
         sizes = {**self.manifest.fixed, **sizes}
         for ok, message in self.manifest.data_checks:
