@@ -13,12 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sympy as sp
+from sympy.core.function import AppliedUndef
 
 from .. import ops
 from ..dtypes import BYTES as DTYPE_BYTES
 from ..front.sizes import resolve
-from .index import (footprint, gamma, gamma_text, lane_diff, narrow_update, narrowed, needed_reads, size_key,
-                    union_footprint, verdict)
+from .index import (data_terms, footprint, gamma, gamma_text, internal, lane_diff, narrow_update, narrowed,
+                    needed_reads, size_key, union_footprint, verdict)
 from .ir import Guard, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, Unpack, expr_reads, Prefetch
 
 
@@ -110,6 +111,26 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
                                lanes.name if lanes is not None else None,
                                lane_diff(off, lanes) if lanes is not None else None, tuple(ext.items()), packed,
                                tuple(lo.items())))
+        data(a.logical, ext, lo)
+
+    def data(exprs, ext: dict, lo: dict):
+        """The integer inputs an index, an extent or a guard reads (⟨b⟩ψlens, a page number):
+        accesses of their own, in the DNF's variables; a scan of a whole array (the CUDA
+        gangs' ragged_pick) reads its every element."""
+        for r in data_terms(exprs):
+            name = r.func.__name__
+            if "@" in name:                     # moac_ragged_pick@lens(w, B, chunk): all of lens
+                name = name.split("@")[1]
+                v = internal("scan")
+                idx, ext2 = (v,), {**ext, v: bufs[name].shape[0]}
+            else:
+                idx, ext2 = tuple(r.args), ext
+            if name not in bufs:
+                continue
+            buf = bufs[name]
+            off = gamma(idx, buf.shape)
+            accesses.append(Access(kernel.name, name, off, idx, idx, gamma_text(idx, buf.shape), False, None, None,
+                                   tuple(ext2.items()), 1, tuple(lo.items())))
 
     def expr(e, lanes, ext, lo):
         for r in expr_reads(e, []):
@@ -124,7 +145,9 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
                 case Let(value=v) | Set(value=v):
                     if v is not None:
                         total += expr(v, lanes, ext, lo)
-                case LetIndex() | Prefetch():
+                case LetIndex(value=x):
+                    data((x,), ext, lo)
+                case Prefetch():
                     pass
                 case Unpack():
                     access(st, False, lanes, ext, lo, st.width)
@@ -132,6 +155,7 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
                     total += expr(v, lanes, ext, lo)
                     access(st, True, lanes, ext, lo)
                 case Guard(cond=c, then=t, other=o):
+                    data((c,), ext, lo)
                     c = sp.sympify(c)
                     if isinstance(c, sp.StrictLessThan) and c.lhs in ext:
                         then, other = narrowed(c, ext, lo)
@@ -139,6 +163,7 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
                     else:
                         total += walk(t, lanes, ext, lo, depth) + walk(o, lanes, ext, lo, depth)
                 case Loop():
+                    data((st.extent, st.start), ext, lo)
                     loops.append(LoopInfo(st.var.name, sp.sympify(st.extent), st.level, st.note, depth))
                     inner = (st.lanes or st.var) if st.level == "vector" else lanes
                     binds = dict(st.binds)
@@ -209,7 +234,11 @@ def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None) -> tuple:
                     fp = max((footprint(a.logical, buf.shape, extents(a)) for a in accs), key=size_key)
                 else:
                     fp = union_footprint([(a.logical, extents(a), starts(a)) for a in accs], buf.shape)
-                moved = min(fp, buf.size, key=size_key) * DTYPE_BYTES[buf.dtype]
+                # a count over integer data (Σ_{b<B} ⟨b⟩ψlens rows) is not compared with the buffer:
+                # which is smaller depends on the data (the model's guess of 64 per size cannot say)
+                cap = fp if sp.sympify(fp).has(sp.Sum) or sp.sympify(fp).atoms(AppliedUndef) else \
+                    min(fp, buf.size, key=size_key)
+                moved = cap * DTYPE_BYTES[buf.dtype]
                 total += moved
                 if buf.role == "scratch":
                     scratch += moved

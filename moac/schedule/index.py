@@ -207,16 +207,27 @@ def needed_reads(d: DNF, subs: dict) -> dict:
     shapes = {i.name: tuple(sp.sympify(x).xreplace(subs) for x in i.shape) for i in d.program.inputs}
     found: dict = {}
 
+    def data(exprs, ext, lo):            # integer inputs read in indices, extents and guards
+        for r in data_terms(exprs):
+            if r.func.__name__ in shapes:
+                found.setdefault(r.func.__name__, []).append((tuple(sp.sympify(x).xreplace(subs) for x in r.args),
+                                                              ext, lo))
+
     def walk(e, ext, lo):
         match e:
             case DRead(array=a, index=idx) if a in shapes:
                 found.setdefault(a, []).append((tuple(sp.sympify(x).xreplace(subs) for x in idx), ext, lo))
+                data(idx, ext, lo)
+            case DRead(index=idx):
+                data(idx, ext, lo)
             case DOp(args=args):
                 for x in args:
                     walk(x, ext, lo)
             case DReduce(var=v, extent=n, body=b):
+                data((n,), ext, lo)
                 walk(b, {**ext, v: sp.sympify(n).xreplace(subs)}, {k: x for k, x in lo.items() if k != v})
             case DSelect(cond=c, then=t, other=o):
+                data((c,), ext, lo)
                 c = sp.sympify(c).xreplace(subs)
                 if isinstance(c, sp.StrictLessThan) and c.lhs in ext:
                     then, other = narrowed(c, ext, lo)
@@ -231,6 +242,18 @@ def needed_reads(d: DNF, subs: dict) -> dict:
         walk(body, {v: sp.sympify(n - starts.get(v, 0)).xreplace(subs) for v, n in zip(st.vars, st.shape)},
              {v: sp.sympify(starts[v]).xreplace(subs) for v in st.vars if v in starts})
     return {a: union_footprint(accs, shapes[a]) for a, accs in found.items()}
+
+
+def data_terms(exprs) -> list:
+    """The reads of integer inputs in these expressions (front/data.py), outermost first,
+    each once; a gang's scan of a whole array (ragged_pick) as a read of its every element."""
+    out, seen = [], set()
+    for e in exprs:
+        for r in sp.preorder_traversal(sp.sympify(e)):
+            if isinstance(r, AppliedUndef) and r not in seen:
+                seen.add(r)
+                out.append(r)
+    return out
 
 
 def narrowed(cond, ext: dict, lo: dict) -> tuple:
