@@ -207,7 +207,7 @@ def bundle(art, offload: str, out: Path) -> None:
                    for p in sig.params],
         "derived": {n: str(e) for n, e in onf.dnf.program.derived},
         "constraints": [{"cond": str(c.cond), "message": c.message} for c in onf.dnf.program.constraints
-                        if not c.over],
+                        if not _on_data(c)],
         "data_conditions": _data_conditions(onf.dnf.program),
         "data_bounds": {k: str(v) for k, v in _bounds(onf.dnf.program).items()},
         "flags": flags,
@@ -220,6 +220,11 @@ def bundle(art, offload: str, out: Path) -> None:
     print(f"wrote {out}, {so}, {out.with_suffix('.json')}{runtime}")
 
 
+def _on_data(c) -> bool:
+    from .front.data import on_data
+    return on_data(c)
+
+
 def _bounds(program) -> dict:
     from .front.data import bounds
     return bounds(program)
@@ -227,10 +232,10 @@ def _bounds(program) -> dict:
 
 def _data_conditions(program) -> list:
     """The conditions on integer inputs, as the numpy source moac.datacheck compiles."""
-    from .front.data import condition_source
+    from .front.data import condition_source, on_data
     out = []
     for c in program.constraints:
-        if c.over:
+        if on_data(c):
             extents, test = condition_source(c.cond, c.over)
             out.append({"extents": extents, "test": test, "message": c.message,
                         "where": f"{program.source.filename}:{c.span.line}:{c.span.col}"})

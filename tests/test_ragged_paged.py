@@ -246,3 +246,40 @@ def test_an_index_computed_from_data_is_checked_both_ways(target):
         with pytest.raises(moac.ArgumentError, match=rf"<input>:4:15: error: ψ index component 0 .* must lie in "
                                                      rf"\[0, P\), but it fails at {at}"):
             kern(T=T, idx=np.array(bad, np.int32))
+
+
+EDGE = {
+    "drop": ("size B, N\ninput X : f32 ⟨B N⟩\ninput lens : i32 ⟨B⟩\nfn t n x { n ▽ x }\n"
+             "s = (+ red) Ω⟨1⟩ lens (t Ω⟨0 1⟩) X\noutput s\n"),
+    "elementwise": ("size B, N\ninput X : f32 ⟨B N⟩\ninput lens : i32 ⟨B⟩\nfn t n x { n △ x }\n"
+                    "R = lens (t Ω⟨0 1⟩) X\ns = (⌈ red) Ω⟨1⟩ R × 2\noutput s\n"),
+    "static element": ("size B, P, m\ninput T : f32 ⟨P m⟩\ninput idx : i32 ⟨B⟩\ns = (+ red) idx\n"
+                       "r = ⟨(⟨0⟩ ψ idx)⟩ ψ T\noutput s, r\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EDGE))
+@pytest.mark.parametrize("target", ("c", "openacc"))
+def test_other_uses_of_integer_data(tmp_path, name, target):
+    """A drop by a length (the rest of each row), an elementwise function of a ragged array
+    before its reduction, an integer input as values and one element of it as a ψ index:
+    `moac check` draws valid data and the kernel agrees with the interpreter."""
+    import subprocess
+    import sys
+    path = tmp_path / "p.moa"
+    path.write_text("-- " + name + "\n" + EDGE[name], encoding="utf-8")
+    sizes = ["-D", "B=3", "-D", "P=4", "-D", "m=2"] if name == "static element" else ["-D", "B=3", "-D", "N=5"]
+    r = subprocess.run([sys.executable, "-m", "moac", "check", str(path), "--target", target] + sizes,
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.count(" OK") >= 1, r.stdout + r.stderr
+
+
+def test_one_element_of_integer_data_out_of_range():
+    prog = moac.parse(EDGE["static element"])
+    kern = prog.compile(target="c")
+    T = np.ones((4, 2), np.float32)
+    with pytest.raises(moac.ArgumentError, match=r"ψ index component 0 \(⟨0⟩ψidx\) must lie in \[0, P\), but it is 4"):
+        kern(T=T, idx=np.array([4, 0, 1], np.int32))
+    out = kern(T=np.arange(8, dtype=np.float32).reshape(4, 2), idx=np.array([3, 0, 1], np.int32))
+    np.testing.assert_array_equal(out["r"], [6, 7])
+    assert out["s"] == 4

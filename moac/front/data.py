@@ -43,6 +43,12 @@ def data_reads(e) -> set:
     return set(sp.sympify(e).atoms(AppliedUndef))
 
 
+def on_data(c) -> bool:
+    """Whether a Constraint is a condition on integer data (checked with the arrays, when
+    the kernel is called), not on the sizes alone."""
+    return bool(c.over) or has_data(c.cond)
+
+
 def has_data(e) -> bool:
     e = sp.sympify(e)
     return bool(data_reads(e)) or e.has(sp.Sum)
@@ -216,8 +222,9 @@ def violation(cond, over: tuple, env: dict, arrays: dict):
     lhs = getattr(c, "lhs", None)
     if lhs is not None:
         at = {**values, **{v: i for (v, _), i in zip(over, first)}}
-        return f"at {where} it is {int(np.asarray(np_eval(lhs, at, arrays)))}"
-    return f"it fails at {where}"
+        value = int(np.asarray(np_eval(lhs, at, arrays)))
+        return f"at {where} it is {value}" if where else f"it is {value}"
+    return f"it fails at {where}" if where else "it fails"
 
 
 def bounds(program) -> dict:
@@ -227,11 +234,14 @@ def bounds(program) -> dict:
     out: dict = {}
     for c in program.constraints:
         cond = sp.sympify(c.cond)
-        if not c.over or not isinstance(cond, (sp.LessThan, sp.StrictLessThan)):
+        if not isinstance(cond, (sp.LessThan, sp.StrictLessThan)):
             continue
         lhs, rhs = cond.lhs, cond.rhs
-        if not isinstance(lhs, AppliedUndef) or has_data(rhs) or tuple(lhs.args) != tuple(v for v, _ in c.over):
+        if not isinstance(lhs, AppliedUndef) or has_data(rhs):
             continue
+        quantified = tuple(v for v, _ in c.over)
+        if tuple(lhs.args) != quantified and not (not c.over and all(a.is_Integer for a in lhs.args)):
+            continue                 # every element (for b < B), or one element at a constant index
         ub = rhs - 1 if isinstance(cond, sp.StrictLessThan) else rhs
         name = lhs.func.__name__
         out[name] = ub if name not in out else sp.Min(out[name], ub)
@@ -239,23 +249,29 @@ def bounds(program) -> dict:
 
 
 def upper_bound(e, program_bounds: dict):
-    """An expression with integer-array reads bounded above: each read replaced by the
-    largest value its array may hold (None if a read has no bound or the expression does
-    not grow with its reads: only sums and products of non-negative terms are bounded)."""
+    """An expression with integer-array reads bounded above, for expressions linear in
+    each read (a take count lens[b], a drop's N − lens[b]): the largest of its values with
+    each read at 0 or at the largest value its array may hold.  None if a read has no
+    bound, there are more than four reads, or the form is not one of sums, products,
+    minima and maxima."""
+    import itertools
     e = sp.sympify(e)
-    reads = data_reads(e)
+    reads = sorted(data_reads(e), key=sp.default_sort_key)
     if not reads:
         return e
-    sub = {}
-    for r in reads:
-        ub = program_bounds.get(r.func.__name__)
-        if ub is None:
-            return None
-        sub[r] = ub
+    if len(reads) > 4 or any(program_bounds.get(r.func.__name__) is None for r in reads):
+        return None
     if not all(isinstance(x, (sp.Add, sp.Mul, sp.Symbol, sp.Integer, AppliedUndef, sp.Min, sp.Max))
                for x in sp.preorder_traversal(e) if not x.is_Atom or isinstance(x, AppliedUndef)):
         return None
-    return e.xreplace(sub)
+    if not e.has(sp.Min, sp.Max):           # linear in each read: its extremes are at the corners
+        stand = {r: sp.Dummy(integer=True) for r in reads}
+        poly = sp.expand(e.xreplace(stand))
+        if any(sp.degree(poly, x) > 1 for x in stand.values()):
+            return None
+    corners = [e.xreplace(dict(zip(reads, pick))) for pick in
+               itertools.product(*[(sp.Integer(0), program_bounds[r.func.__name__]) for r in reads])]
+    return corners[0] if len(corners) == 1 else sp.Max(*corners)
 
 
 def random_values(name: str, shape: tuple, program, env: dict, rng) -> np.ndarray:

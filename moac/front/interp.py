@@ -185,9 +185,9 @@ def check_data(program: C.CoreProgram, env: dict, ints: dict) -> None:
     """The conditions on integer data (Constraint.over: every element of `lens` within the
     cache, every page number below P): a positioned ArgumentError naming the first element
     that breaks one."""
-    from .data import violation
+    from .data import on_data, violation
     for c in program.constraints:
-        if c.over:
+        if on_data(c):
             bad = violation(c.cond, c.over, env, ints)
             if bad is not None:
                 raise ArgumentError(f"{c.message}, but {bad}", c.span, program.source)

@@ -115,8 +115,9 @@ def bind(program, shapes: dict, given: dict | None = None) -> dict:
 
 def check_constraints(program, env: dict) -> None:
     """Raise a positioned ArgumentError if the bound sizes violate a run-time condition."""
+    from .data import on_data
     for c in program.constraints:
-        if c.over:                  # a condition on integer data: interp.check_data, with the arrays
+        if on_data(c):              # a condition on integer data: interp.check_data, with the arrays
             continue
         if not bool(sp.sympify(c.cond).xreplace(env)):
             free = sp.sympify(c.cond).free_symbols

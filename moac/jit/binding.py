@@ -146,6 +146,7 @@ class Binding:
 
     def freeze(self) -> None:
         import sympy as sp
+        from ..front.data import on_data
         from ..front.core import show_shape
         prog = self.program
         derived = {sp.expand(e): n for n, e in prog.derived}
@@ -160,7 +161,7 @@ class Binding:
                 raise NotFrozen(f"{', '.join(map(str, es))} mentions {', '.join(sorted(free - set(self.sizes)))}")
             return [s for s in self.sizes if s in free]
         self.constraints = [(_fn(_src(sp.sympify(c.cond))), c.message, sizes_of(c.cond), c.span)
-                            for c in prog.constraints if not c.over]   # data: Kernel.check_data
+                            for c in prog.constraints if not on_data(c)]   # data: Kernel.check_data
         self.outputs = {}
         for name, shape in self._outputs_sym.items():
             sizes_of(*shape)

@@ -129,7 +129,8 @@ class Kernel:
         self._plans: dict = {}                      # input shapes -> (sizes, output shapes, workspace bytes)
         # conditions on integer inputs (every lens[b] ≤ N, every page number < P): checked on every call
         from ..front.data import compile_condition
-        self._data_checks = tuple((compile_condition(c.cond, c.over), c) for c in prog.constraints if c.over)
+        from ..front.data import on_data
+        self._data_checks = tuple((compile_condition(c.cond, c.over), c) for c in prog.constraints if on_data(c))
         self._ints = tuple(i.name for i in prog.inputs if i.dtype in ("i32", "i64"))
 
     def check_data(self, arrays: dict, sizes: dict) -> None:
