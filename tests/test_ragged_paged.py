@@ -283,3 +283,46 @@ def test_one_element_of_integer_data_out_of_range():
     out = kern(T=np.arange(8, dtype=np.float32).reshape(4, 2), idx=np.array([3, 0, 1], np.int32))
     np.testing.assert_array_equal(out["r"], [6, 7])
     assert out["s"] == 4
+
+
+ODD = {   # name: (program, None if it compiles and agrees with the interpreter, else the error's words)
+    "rank-0 count": ("size n\ninput k : i32 ⟨⟩\ninput x : f32 ⟨n⟩\ny = + red k △ x\noutput y\n", None),
+    "the last n": ("size B, N\ninput X : f32 ⟨B N⟩\ninput lens : i32 ⟨B⟩\nfn t n x { (−n) △ x }\n"
+                   "y = (+ red) Ω⟨1⟩ lens (t Ω⟨0 1⟩) X\noutput y\n", None),
+    "n + 1, i64": ("size B, N\ninput X : f32 ⟨B N⟩\ninput lens : i64 ⟨B⟩\nfn t n x { (n + 1) △ x }\n"
+                   "y = (+ red) Ω⟨1⟩ lens (t Ω⟨0 1⟩) X\noutput y\n", None),
+    "ragged result": ("size n\ninput k : i32 ⟨⟩\ninput x : f32 ⟨n⟩\ny = k △ x\noutput y\n",
+                      "which depends on integer data: a result must be rectangular"),
+    "ι of data": ("size B\ninput lens : i32 ⟨B⟩\nfn f n { + red ι n }\ny = f Ω⟨0⟩ lens\noutput y\n",
+                  "is read from an integer array"),
+    "ragged transpose": ("size B, N\ninput X : f32 ⟨B N⟩\ninput lens : i32 ⟨B⟩\nfn t n x { n △ x }\n"
+                         "R = ⍉ lens (t Ω⟨0 1⟩) X\ny = (+ red) R\noutput y\n",
+                         "⍉ of an array whose axis lengths depend on another axis"),
+    "ragged reduction": ("size B, N\ninput X : f32 ⟨B N⟩\ninput lens : i32 ⟨B⟩\nfn t n x { n △ x }\n"
+                         "R = lens (t Ω⟨0 1⟩) X\ny = + red R\noutput y\n", "apply it to each cell with Ω"),
+    "a float count": ("size B, N\ninput X : f32 ⟨B N⟩\ninput f : f32 ⟨B⟩\nfn t n x { n △ x }\n"
+                      "y = (+ red) Ω⟨1⟩ f (t Ω⟨0 1⟩) X\noutput y\n", "or an element of an integer input"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ODD))
+def test_odd_programs_compile_or_refuse_with_a_position(name):
+    src, refused = ODD[name]
+    if refused is not None:
+        with pytest.raises(moac.MoacError, match=refused.replace("(", r"\(")) as e:
+            moac.parse(src).dnf()
+        assert str(e.value).startswith("<input>:")
+        return
+    prog = moac.parse(src)
+    for t in ("openacc", "cuda"):
+        prog.onf(target=t)
+    kern = prog.compile(target="c")
+    rng = np.random.default_rng(1)
+    arrays = {}
+    for i in prog.inputs:
+        shape = tuple(3 if str(s) == "B" else 5 for s in i.shape)
+        arrays[i.name] = rng.integers(0, 4, shape).astype(i.dtype.replace("i", "int")) if i.dtype in ("i32", "i64") \
+            else rng.standard_normal(shape).astype(np.float32)
+    got, want = kern(**arrays), prog.evaluate(**arrays)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-5, atol=1e-5)

@@ -298,7 +298,7 @@ def condition_source(cond, over: tuple) -> tuple:
             return f"G[{pos[e]}]" if e in pos else f"S[{e.name!r}]"
         args = [src(a) for a in e.args]
         if isinstance(e, AppliedUndef):
-            return f"A[{e.func.__name__!r}][({', '.join(args)},)]"
+            return f"A[{e.func.__name__!r}][({', '.join(args)},)]" if args else f"A[{e.func.__name__!r}][()]"
         if isinstance(e, sp.Add):
             return "(" + " + ".join(args) + ")"
         if isinstance(e, sp.Mul):

@@ -43,12 +43,22 @@ class DataShapes:
         return None
 
     def transpose(self, span, perm: tuple, a: Core) -> Core:
-        """Axis k of `a` becomes axis perm[k]; axis placeholders follow their axes."""
+        """Axis k of `a` becomes axis perm[k] (`a` not ragged: see cells_only)."""
+        self.cells_only(a, span, "⍉")
         shape = [None] * a.rank
         moved = D.shift_axes(a.shape, {k: perm[k] for k in range(a.rank)})
         for k, p in enumerate(perm):
             shape[p] = moved[k]
         return CTranspose(span, tuple(shape), tuple(perm), a)
+
+    def cells_only(self, a: Core, node, what: str) -> None:
+        """A ragged array (an Ω's result whose axis lengths depend on another axis's index,
+        ⟨B ⟨@0⟩ψlens⟩) is a cell of another Ω, an operand of an elementwise function or
+        ψ-selected; any other function applies to its cells with Ω."""
+        if any(D.axes_in(x) for x in a.shape):
+            raise self.err(ShapeError, f"{what} of an array whose axis lengths depend on another axis "
+                           f"({show_shape(a.shape)}) is not supported: apply it to each cell with Ω, as in "
+                           f"`({what}) Ω⟨1⟩`", node)
 
     def rectangular(self, a: Core, node, what: str) -> None:
         """Refuse an operand whose shape depends on data (ragged) where `what` needs a

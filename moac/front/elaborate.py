@@ -64,7 +64,9 @@ class Elab(DataShapes):
         core = self.expr(node, scope)
         v = self.core_static(core)
         if v is None or core.rank != 0:
-            raise self.err(ShapeError, f"expected a static integer (numbers and sizes), got {self.text(node)!r}", node)
+            also = ", or an element of an integer input (i32, i64)" if data else ""
+            raise self.err(ShapeError, f"expected a static integer (numbers and sizes{also}), got {self.text(node)!r}",
+                           node)
         if not data:
             self.no_data(v, node)
         return v
@@ -264,6 +266,7 @@ class Elab(DataShapes):
         """k △ A or k ▽ A along axis 0, a scalar count k (negative: from the end)."""
         if a.rank == 0:
             raise self.err(ShapeError, f"{fn.text} needs an array of rank ≥ 1", right)
+        self.cells_only(a, right, fn.text)
         n = a.shape[0]
         sym = STRUCTURAL[op].symbol
         if D.axes_in(n):
@@ -328,6 +331,8 @@ class Elab(DataShapes):
                     raise self.err(ShapeError, "an outer product needs a left and a right operand", fn)
                 self.check_scalar_fn(g, 2)
                 a, b = args
+                for x, xn in zip(args, arg_nodes):
+                    self.cells_only(x, xn, self.text(fn))
                 moved = D.shift_axes(b.shape, {k: k + a.rank for k in range(b.rank)})
                 return COuter(node.span, a.shape + moved, g.op, a, b)
             case S.RedFn(fn=inner):
@@ -339,6 +344,7 @@ class Elab(DataShapes):
                 if a.rank == 0:
                     raise self.err(ShapeError, f"{self.text(fn)} needs an array of rank ≥ 1, got a scalar", arg_nodes[0])
                 rest = a.shape[1:]
+                self.cells_only(a, arg_nodes[0], self.text(fn))
                 if any(0 in D.axes_in(x) for x in rest):
                     raise self.err(ShapeError, f"{self.text(fn)} would reduce along an axis that the lengths of the "
                                    f"others depend on ({show_shape(a.shape)})", arg_nodes[0])
@@ -375,6 +381,7 @@ class Elab(DataShapes):
             if op == "reverse":
                 if a.rank == 0:
                     raise self.err(ShapeError, "Φ needs an array of rank ≥ 1", arg_nodes[0])
+                self.cells_only(a, arg_nodes[0], "Φ")
                 return CReverse(node.span, a.shape, a)
             if op == "rav":                         # ⟨τA⟩ ρ A
                 total = sp.expand(sp.Mul(*a.shape))
@@ -426,6 +433,8 @@ class Elab(DataShapes):
                            f"{b.shape[0]}); they differ ({show_shape(a.shape)} vs {show_shape(b.shape)})",
                            node, notes)
         ra = a.rank - 1
+        for x, xn in zip((a, b), arg_nodes):
+            self.cells_only(x, xn, self.text(fn))
         if any(ra in D.axes_in(x) for x in a.shape[:-1]) or any(0 in D.axes_in(x) for x in b.shape[1:]):
             raise self.err(ShapeError, f"inner product {self.text(fn)} would contract an axis that the lengths of the "
                            f"others depend on ({show_shape(a.shape)} and {show_shape(b.shape)})", node)
