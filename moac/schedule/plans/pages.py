@@ -76,5 +76,7 @@ def align_tokens(ctx, body: tuple, toks: list, U: int, first) -> tuple:
     out = walk(body)
     if not changed[0]:
         return body
-    ctx.notes.append(f"{U} tokens per step start at a multiple of {U}: the page index ⌊t ÷ m⌋ is read once per step")
+    note = f"{U} tokens per step start at a multiple of {U}: the page index ⌊t ÷ m⌋ is read once per step"
+    if note not in ctx.notes:               # the score pass and the weighted sum say it once
+        ctx.notes.append(note)
     return (LetIndex(ta, sp.floor(sp.sympify(first) / U)),) + out
