@@ -129,6 +129,14 @@ class _Printer(StrPrinter):
         body = f"({body})" if isinstance(e.function, (sp.Add, sp.Mul)) else body
         return f"Σ_{{{self._print(v)}<{self._print(hi + 1)}}} {body}"
 
+    def _print_And(self, e):
+        """lo ≤ x < hi for the two bounds of one index (x ≥ lo and x < hi)."""
+        lows = [a for a in e.args if isinstance(a, sp.GreaterThan)]
+        highs = [a for a in e.args if isinstance(a, sp.StrictLessThan)]
+        if len(e.args) == 2 and len(lows) == 1 and len(highs) == 1 and lows[0].lhs == highs[0].lhs:
+            return f"{self._print(lows[0].rhs)} <= {self._print(lows[0].lhs)} < {self._print(highs[0].rhs)}"
+        return super()._print_And(e)
+
     def _print_Dummy(self, e):
         return e.name
 
