@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from fuzz import LIMIT, inputs, run_one
 from progen import programs
 
-SLICE = 600           # inputs per CI run (about a quarter of a minute; the suite stays under 10 minutes)
+SLICE = 400           # inputs per CI run (about a sixth of a minute; the suite stays under 10 minutes)
 
 
 def test_mutated_examples_fail_only_with_positioned_errors():

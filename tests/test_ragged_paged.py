@@ -259,7 +259,7 @@ EDGE = {
 
 
 @pytest.mark.parametrize("name", sorted(EDGE))
-@pytest.mark.parametrize("target", ("c", "openacc"))
+@pytest.mark.parametrize("target", ("c",))
 def test_other_uses_of_integer_data(tmp_path, name, target):
     """A drop by a length (the rest of each row), an elementwise function of a ragged array
     before its reduction, an integer input as values and one element of it as a ψ index:

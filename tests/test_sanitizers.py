@@ -37,11 +37,10 @@ def _run(args: list, timeout: float = 600) -> subprocess.CompletedProcess:
 
 
 # the test suite's slice: one example for each code path the kernels take (batched GQA
-# with packed words, 8-bit storage, min extents, an in-place update, catenation, the
-# forward pass, and split-K over a length read from data with indices read from a page
-# table); `python tests/sanitize_run.py` runs every example (docs/reliability.md)
-SLICE = ["decode_paged", "decode_gqa_batched", "decode_gqa_fp8", "decode_sinks", "decode_step", "catenate",
-         "attention_forward"]
+# with packed words, 8-bit storage, min extents, an in-place update with a catenation,
+# and split-K over a length read from data with indices read from a page table);
+# `python tests/sanitize_run.py` runs every example (docs/reliability.md)
+SLICE = ["decode_paged", "decode_gqa_batched", "decode_gqa_fp8", "decode_sinks", "decode_step"]
 
 
 def test_the_examples_are_clean_under_the_sanitizers():
