@@ -63,14 +63,31 @@ def _cases():
                 yield pytest.param(path, k, id=f"{path.name}#{k}")
 
 
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+    """Every block's commands run once, the blocks side by side on all CPUs (each block's
+    commands in order, each block with a cache directory of its own): the blocks are
+    independent, and one at a time they were the suite's longest serial part.
+    (path, k) -> [(command, status, output), …]."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(case):
+        path, k = case
+        env = _env(tmp_path_factory.mktemp(f"{path.stem}{k}"))
+        m = list(_blocks(path))[k]
+        return case, [(cmd, *run(cmd, env)) for cmd, _ in _commands(m.group(1))]
+    cases = [tuple(p.values) for p in _cases()]
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        return dict(pool.map(one, cases))
+
+
 @pytest.mark.parametrize("path,k", list(_cases()))
-def test_console_block(path: Path, k: int, tmp_path):
-    env = _env(tmp_path)
+def test_console_block(path: Path, k: int, outputs):
     m = list(_blocks(path))[k]
     regen = os.environ.get("MOAC_REGEN_DOCS") == "1"
     new_lines = []
-    for cmd, expected in _commands(m.group(1)):
-        rc, out = run(cmd, env)
+    for (cmd, expected), (ran, rc, out) in zip(_commands(m.group(1)), outputs[path, k]):
+        assert ran == cmd
         assert "Traceback" not in out, f"{cmd} printed a traceback:\n{out}"
         if regen:
             new_lines += [f"$ {cmd}"] + ([out] if out else [])
