@@ -88,8 +88,15 @@ def run(out: Path, reps: int, json_path: Path | None, probe_dir: Path | None = N
     lens_d = lens.to(dev)
     inputs = {"dense": dict(Q=Q, K=Kd, V=Vd), "ragged": dict(Q=Q, K=K, V=V, lens=lens_d),
               "paged": dict(Q=Q, Kp=Kp, Vp=Vp, table=table, lens=lens_d)}
-    kv_bytes = {"dense": B * NDENSE * HKV * D * 2 * 2, "ragged": total * HKV * D * 2 * 2,
-                "paged": total * HKV * D * 2 * 2}
+    def kv(tokens: int) -> int:                      # bf16 K and V rows of these tokens, every KV head
+        return tokens * HKV * D * 2 * 2
+    kv_bytes = {"dense": kv(B * NDENSE), "ragged": kv(total), "paged": kv(total)}
+
+    def timed(kern, launch, nbytes: int) -> tuple:
+        """(kernel seconds, bytes per second, µs per kernel, the kernels as text)."""
+        parts: dict = {}
+        t = kernel_time(launch, lambda k, f=kern.manifest.function: f in k, torch, reps, parts)
+        return t, nbytes / t, parts, ", ".join(f"{k.split('_', 2)[-1]} {v:.0f}" for k, v in parts.items())
 
     def reference(name):
         sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -109,9 +116,7 @@ def run(out: Path, reps: int, json_path: Path | None, probe_dir: Path | None = N
             got = launch()[("out")]
             torch.cuda.synchronize()
             err = (got.float() - reference(name)).abs().max().item()
-            parts: dict = {}
-            t = kernel_time(launch, lambda k, f=kern.manifest.function: f in k, torch, reps, parts)
-            bw = kv_bytes[name] / t
+            t, bw, parts, shown = timed(kern, launch, kv_bytes[name])
             base = bw if name == "dense" else base
             r = dict(name=name, target=target, kernel_s=t, kv_bytes=kv_bytes[name], kv_bw=bw, err=err,
                      share_of_dense=bw / base, mean_len=total / B, sizes=dict(B=B, hq=HQ, hkv=HKV, d=D),
@@ -120,8 +125,7 @@ def run(out: Path, reps: int, json_path: Path | None, probe_dir: Path | None = N
             ok &= r["ok"]
             results.append(r)
             print(f"  {target:8} {name:7} kernel {t * 1e6:8.1f} µs  KV {bw / 1e12:5.2f} TB/s  "
-                  f"{r['share_of_dense']:6.1%} of dense  max err vs SDPA f32 {err:.1e}  "
-                  + ", ".join(f"{k.split('_', 2)[-1]} {v:.0f}" for k, v in parts.items()), flush=True)
+                  f"{r['share_of_dense']:6.1%} of dense  max err vs SDPA f32 {err:.1e}  {shown}", flush=True)
         # the ragged kernel on the dense case's data (capacity and every length 4096), and
         # on a half-full cache of twice that capacity: what the data extent and the grid cost
         kern = load_bundle((probe_dir or out) / f"ragged-{target}.json")
@@ -135,13 +139,11 @@ def run(out: Path, reps: int, json_path: Path | None, probe_dir: Path | None = N
                   ("ragged, the lengths sorted", K, V, lens.sort().values.to(dev)))
         for label, kk, vv, ln in probes:
             launch = kern.prepare(Q=Q, K=kk, V=vv, lens=ln)
-            parts = {}
-            t = kernel_time(launch, lambda k, f=kern.manifest.function: f in k, torch, reps, parts)
-            bw = int(ln.sum()) * HKV * D * 2 * 2 / t
+            t, bw, parts, shown = timed(kern, launch, kv(int(ln.sum())))
             results.append(dict(name=label, target=target, kernel_s=t, kv_bw=bw, share_of_dense=bw / base,
                                 kernels_us=parts, ok=True))
             print(f"  {target:8} {label}: kernel {t * 1e6:8.1f} µs  KV {bw / 1e12:5.2f} TB/s  {bw / base:6.1%} of "
-                  "dense  " + ", ".join(f"{k.split('_', 2)[-1]} {v:.0f}" for k, v in parts.items()), flush=True)
+                  f"dense  {shown}", flush=True)
     if json_path:
         json_path.write_text(json.dumps(results, indent=2) + "\n")
     print("PASS" if ok else "FAIL")

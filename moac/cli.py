@@ -43,7 +43,8 @@ def _sizes(pairs: list[str] | None, parser: argparse.ArgumentParser) -> dict:
 def _check_sizes(prog, sizes: dict, parser, cmd: str = ""):
     known = set(prog.core.size_names())
     if cmd == "cost":           # -D lens=4096: every element of an integer input, for the estimates
-        known |= {i.name for i in prog.inputs if i.dtype in ("i32", "i64")}
+        from .front.data import INDEX_DTYPES
+        known |= {i.name for i in prog.inputs if i.dtype in INDEX_DTYPES}
     for k in sizes:
         if k not in known:
             parser.error(f"-D {k}: the program declares no size '{k}' (sizes: {', '.join(sorted(known)) or 'none'})")

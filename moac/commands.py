@@ -176,6 +176,7 @@ def bundle(art, offload: str, out: Path) -> None:
     """A self-contained GPU bundle beside OUT.c (OUT.cu): the offload library, the runtime
     libraries the target needs (libgomp for OpenACC), and a manifest the runners read
     (moac.gpu, bench/gpu_run.py, bench/gpu_check.py)."""
+    from .front.data import bounds, on_data
     from .jit.build import build_library, compile_flags, write_atomic
     from .targets import get_target
     onf, sig, src = art.onf, art.signature, art.c_source
@@ -207,9 +208,9 @@ def bundle(art, offload: str, out: Path) -> None:
                    for p in sig.params],
         "derived": {n: str(e) for n, e in onf.dnf.program.derived},
         "constraints": [{"cond": str(c.cond), "message": c.message} for c in onf.dnf.program.constraints
-                        if not _on_data(c)],
+                        if not on_data(c)],
         "data_conditions": _data_conditions(onf.dnf.program),
-        "data_bounds": {k: str(v) for k, v in _bounds(onf.dnf.program).items()},
+        "data_bounds": {k: str(v) for k, v in bounds(onf.dnf.program).items()},
         "flags": flags,
         "traffic_bytes": str(onf.traffic),
         "minimum_bytes": str(onf.minimum),
@@ -218,16 +219,6 @@ def bundle(art, offload: str, out: Path) -> None:
     write_atomic(out.with_suffix(".json"), json.dumps(manifest, indent=2) + "\n")
     runtime = f" and {libdir}/ (runtime)" if target.runtime_libs else ""
     print(f"wrote {out}, {so}, {out.with_suffix('.json')}{runtime}")
-
-
-def _on_data(c) -> bool:
-    from .front.data import on_data
-    return on_data(c)
-
-
-def _bounds(program) -> dict:
-    from .front.data import bounds
-    return bounds(program)
 
 
 def _data_conditions(program) -> list:

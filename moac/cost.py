@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import sympy as sp
-from sympy.core.function import AppliedUndef
 
 from . import hardware as H
 from .schedule.choices import RULES, evaluate
 from .targets import get_target
 from .errors import MoacError
+from .front.data import data_reads
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def analyse(prog, sizes: dict, target: str = "openacc", token: str | None = "n",
     bound = bounds(prog.core)
     data = {i.name: sp.Integer(given[i.name]) if i.name in given else bound.get(i.name)
             for i in prog.inputs if i.dtype in INDEX_DTYPES}
-    read = {r.func.__name__ for e in (onf.traffic, onf.minimum, onf.flops) for r in sp.sympify(e).atoms(AppliedUndef)}
+    read = {r.func.__name__ for e in (onf.traffic, onf.minimum, onf.flops) for r in data_reads(e)}
     return Cost(onf, tok, values, onf.traffic, onf.minimum, onf.flops, kv, fpt,
                 {k: v for k, v in data.items() if v is not None and k in read})
 
@@ -100,13 +100,12 @@ def _num(e, values, data: dict | None = None):
     """e as a number at these sizes, each integer-array read at its value in `data` (sums
     over a batch then summed); None if a size or a read is left."""
     e = sp.sympify(e)
-    if data and e.atoms(AppliedUndef):
-        e = e.replace(lambda x: isinstance(x, AppliedUndef) and x.func.__name__ in data,
-                      lambda x: data[x.func.__name__])
+    if data and data_reads(e):
+        e = e.xreplace({r: data[r.func.__name__] for r in data_reads(e) if r.func.__name__ in data})
     v = e.xreplace(values or {})
     if v.has(sp.Sum):
         v = v.doit()
-    return float(v) if not v.free_symbols and not v.atoms(AppliedUndef) else None
+    return float(v) if not v.free_symbols and not data_reads(v) else None
 
 
 def _fmt_bytes(b: float) -> str:
@@ -143,7 +142,7 @@ def report(prog, sizes: dict, hardware: list, layers: int | None, kv_dtype: str 
         n = _num(e, v, c.data) if v else None
         shown = f" = {n:,.0f} {unit}" if n is not None else f" {unit}"
         L.append(f"{label:13} {fmt_index(sp.factor(e))}{shown}")
-    if v and c.data and any(x.atoms(AppliedUndef) for x in (c.traffic, c.minimum, c.flops)):
+    if v and c.data and any(data_reads(x) for x in (c.traffic, c.minimum, c.flops)):
         given = split_data(prog, sizes)[1]
         L.append("data          " + ", ".join(
             f"every element of {k} = {int(x) if sp.sympify(x).is_Integer else fmt_index(x)}"

@@ -8,14 +8,21 @@ from __future__ import annotations
 import numpy as np
 
 
-def make_check(extents: str, test: str):
-    """`ok(A, S) -> bool`: A the integer inputs by name (numpy), S the sizes by name; the
-    quantified indices are G[0], G[1], … (broadcast aranges over `extents`)."""
-    code = (f"def ok(A, S):\n"
+def make_grid(extents: str, test: str):
+    """`grid(A, S) -> ndarray`: the value of `test` at every index of the quantified
+    indices, A the integer inputs by name (numpy), S the sizes by name; the indices are
+    G[0], G[1], … (broadcast aranges over `extents`), the result broadcast to their extents."""
+    code = (f"def grid(A, S):\n"
             f"    n = {extents}\n"
             f"    G = [np.arange(x, dtype=np.int64).reshape((1,) * k + (-1,) + (1,) * (len(n) - k - 1))\n"
             f"         for k, x in enumerate(n)]\n"
-            f"    return bool(np.all(np.broadcast_to({test}, n)))\n")
+            f"    return np.broadcast_to({test}, n)\n")
     scope = {"np": np}
     exec(compile(code, "<moac data condition>", "exec"), scope)     # moac's own printed source
-    return scope["ok"]
+    return scope["grid"]
+
+
+def make_check(extents: str, test: str):
+    """`ok(A, S) -> bool`: whether the condition `test` holds at every index (make_grid)."""
+    grid = make_grid(extents, test)
+    return lambda A, S: bool(np.all(grid(A, S)))

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from ..front import core as C
-from ..front import data as D
 from ..errors import RewriteError
 from ..ops import OPS, RIGHT_FOLDS
 from .ir import (DNF, DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt, TraceStep, fmt_index, fmt_num,
@@ -122,13 +121,12 @@ def _fold(op: str, v, extent, body):
     return DReduce(partner, v, extent, DSelect(odd, DOp(invert, (body,)), body))
 
 
-def _at(ctx: _Ctx, e, index: tuple = ()):
-    """A node's sympy field as the DNF sees it: the axis placeholders of a dependent shape
-    replaced by the index selected with, the enclosing Ω frames' placeholders by their
-    frame indices (front/data.py)."""
+def _at(ctx: _Ctx, e):
+    """A node's sympy field as the DNF sees it: the enclosing Ω frames' placeholders
+    replaced by their frame indices (front/data.py).  (A ragged array, whose shape holds
+    axis placeholders, reaches the ψ-reduction only as an Ω cell, a ψ-selection or an
+    elementwise operand, whose rules read no extent.)"""
     e = sp.sympify(e)
-    if index:
-        e = D.at_index(e, index)
     return e.xreplace(ctx.phis) if ctx.phis else e
 
 
@@ -210,7 +208,7 @@ def psi_reduce(node: C.Core, idx: tuple, ctx: _Ctx):
             ctx.log("ψ-reverse", node, idx, f"{fmt_vec(new)}ψ{core_text(arg)}")
             return psi_reduce(arg, new, ctx)
         case C.CRed(op=op, arg=arg):
-            ext = _at(ctx, arg.shape[0], (sp.Integer(0),) + tuple(idx))
+            ext = _at(ctx, arg.shape[0])
             v = ctx.fresh(ext)
             with _bound(ctx, v, ext):
                 body = psi_reduce(arg, (v,) + tuple(idx), ctx)
@@ -219,7 +217,7 @@ def psi_reduce(node: C.Core, idx: tuple, ctx: _Ctx):
             return out
         case C.CInner(f=f, g=g, left=a, right=b):
             ra = a.rank - 1
-            ext = _at(ctx, a.shape[-1], tuple(idx[:ra]))
+            ext = _at(ctx, a.shape[-1])
             v = ctx.fresh(ext)
             with _bound(ctx, v, ext):
                 body = DOp(g, (psi_reduce(a, tuple(idx[:ra]) + (v,), ctx),

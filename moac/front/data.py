@@ -21,6 +21,7 @@ import itertools
 import numpy as np
 import sympy as sp
 from sympy.core.function import AppliedUndef
+from sympy.printing.str import StrPrinter
 
 INDEX_DTYPES = ("i32", "i64")
 
@@ -52,6 +53,19 @@ def on_data(c) -> bool:
 def has_data(e) -> bool:
     e = sp.sympify(e)
     return bool(data_reads(e)) or e.has(sp.Sum)
+
+
+INDEX_NAMES = ("i", "j", "k", "p", "q", "r", "s", "t", "u", "w")
+
+
+def quantifier(ext, hints: dict, taken: set) -> sp.Symbol:
+    """The index a condition on data is quantified with over an axis of extent `ext` (the
+    `b` of `require … for b < B`): the index hint of its size (`index b < B`) unless that
+    name is taken, else the first of INDEX_NAMES that is neither taken nor any size's hint."""
+    hint = hints.get(ext.name) if isinstance(ext, sp.Symbol) else None
+    reserved = set(taken) | set(hints.values())
+    name = hint if hint and hint not in taken else next(x for x in INDEX_NAMES if x not in reserved)
+    return sp.Dummy(name, integer=True, nonnegative=True)
 
 
 def axis(k: int) -> sp.Symbol:
@@ -112,9 +126,6 @@ def show(e) -> str:
     return _Printer().doprint(sp.sympify(e))
 
 
-from sympy.printing.str import StrPrinter  # noqa: E402
-
-
 class _Printer(StrPrinter):
     def _print_AppliedUndef(self, e):
         def comp(a):
@@ -163,74 +174,22 @@ def evaluate(e, env: dict, arrays: dict) -> sp.Expr:
         v = v.xreplace(sub)
 
 
-def np_eval(e, values: dict, arrays: dict):
-    """A sympy integer expression or relation evaluated with numpy over whole index
-    grids: `values` binds symbols (sizes, indices) to ints or integer ndarrays, `arrays`
-    the integer inputs; a read outside its array raises IndexError."""
-    e = sp.sympify(e)
-    if e.is_Integer:
-        return int(e)
-    if e is sp.true or e is sp.false:
-        return bool(e)
-    if isinstance(e, sp.Symbol):
-        return values[e]
-    args = [np_eval(a, values, arrays) for a in e.args]
-    if isinstance(e, AppliedUndef):
-        arr = arrays[e.func.__name__]
-        ix = tuple(np.asarray(a, dtype=np.int64) for a in args)
-        for i, n in zip(ix, arr.shape):
-            if np.any((i < 0) | (i >= n)):
-                raise IndexError(f"{e.func.__name__} read outside its shape {arr.shape}")
-        return arr[ix].astype(np.int64)
-    if isinstance(e, sp.Add):
-        return sum(args[1:], args[0])
-    if isinstance(e, sp.Mul):
-        out = args[0]
-        for a in args[1:]:
-            out = out * a
-        return out
-    if isinstance(e, sp.Pow) and e.exp.is_Integer and e.exp >= 0:
-        return args[0] ** int(e.exp)
-    if isinstance(e, sp.floor) and isinstance(e.args[0], sp.Mul):
-        num, den = sp.fraction(e.args[0])
-        return np_eval(num, values, arrays) // np_eval(den, values, arrays)
-    if isinstance(e, sp.Mod):
-        return args[0] % args[1]
-    if isinstance(e, sp.Min):
-        return np.minimum.reduce(np.broadcast_arrays(*args))
-    if isinstance(e, sp.Max):
-        return np.maximum.reduce(np.broadcast_arrays(*args))
-    if isinstance(e, sp.Abs):
-        return np.abs(args[0])
-    if isinstance(e, sp.And):
-        return np.logical_and.reduce(np.broadcast_arrays(*args))
-    if isinstance(e, sp.Or):
-        return np.logical_or.reduce(np.broadcast_arrays(*args))
-    rel = {sp.StrictLessThan: np.less, sp.LessThan: np.less_equal, sp.StrictGreaterThan: np.greater,
-           sp.GreaterThan: np.greater_equal, sp.Equality: np.equal, sp.Unequality: np.not_equal}
-    for cls, fn in rel.items():
-        if isinstance(e, cls):
-            return fn(args[0], args[1])
-    raise TypeError(f"cannot evaluate {e} on data")
-
-
 def violation(cond, over: tuple, env: dict, arrays: dict):
     """None if `cond` holds for every index of `over` ((symbol, extent), …) with the sizes
-    `env` and the integer inputs `arrays`; else a text naming the first index where it
-    fails and the value there."""
-    exts = [int(sp.sympify(x).xreplace(env)) for _, x in over]
-    grids = np.meshgrid(*(np.arange(n, dtype=np.int64) for n in exts), indexing="ij") if exts else []
-    values = {**{k: int(v) for k, v in env.items()}, **{v: g for (v, _), g in zip(over, grids)}}
-    c = sp.sympify(cond).xreplace({k: sp.Integer(int(v)) for k, v in env.items()})
-    ok = np.broadcast_to(np.asarray(np_eval(c, values, arrays), dtype=bool), tuple(exts))
+    `env` (symbol -> int) and the integer inputs `arrays`; else a text naming the first
+    index where it fails and the value there.  The condition is evaluated as the call
+    path's check evaluates it (condition_source, moac.datacheck)."""
+    from ..datacheck import make_grid
+    sizes = {k.name: int(v) for k, v in env.items()}
+    extents, test = condition_source(cond, over)
+    ok = np.asarray(make_grid(extents, test)(arrays, sizes), dtype=bool)
     if ok.all():
         return None
     first = tuple(int(i) for i in np.argwhere(~ok)[0])
     where = ", ".join(f"{v.name} = {i}" for (v, _), i in zip(over, first))
-    lhs = getattr(c, "lhs", None)
+    lhs = getattr(sp.sympify(cond), "lhs", None)
     if lhs is not None:
-        at = {**values, **{v: i for (v, _), i in zip(over, first)}}
-        value = int(np.asarray(np_eval(lhs, at, arrays)))
+        value = int(make_grid(*condition_source(lhs, over))(arrays, sizes)[first])
         return f"at {where} it is {value}" if where else f"it is {value}"
     return f"it fails at {where}" if where else "it fails"
 
@@ -262,7 +221,6 @@ def upper_bound(e, program_bounds: dict):
     each read at 0 or at the largest value its array may hold.  None if a read has no
     bound, there are more than four reads, or the form is not one of sums, products,
     minima and maxima."""
-    import itertools
     e = sp.sympify(e)
     reads = sorted(data_reads(e), key=sp.default_sort_key)
     if not reads:

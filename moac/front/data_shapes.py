@@ -46,9 +46,8 @@ class DataShapes:
         """Axis k of `a` becomes axis perm[k] (`a` not ragged: see cells_only)."""
         self.cells_only(a, span, "⍉")
         shape = [None] * a.rank
-        moved = D.shift_axes(a.shape, {k: perm[k] for k in range(a.rank)})
         for k, p in enumerate(perm):
-            shape[p] = moved[k]
+            shape[p] = a.shape[k]
         return CTranspose(span, tuple(shape), tuple(perm), a)
 
     def cells_only(self, a: Core, node, what: str) -> None:
@@ -72,21 +71,16 @@ class DataShapes:
         """A condition found in an Ω body that mentions the frame's placeholders (a take
         count read from `lens` within its axis) must hold in every frame: it becomes a
         condition `for b < B` (Constraint.over)."""
-        names = ["i", "j", "k", "p", "q", "r", "s", "t", "u", "w"]
         for n, c in enumerate(self.constraints[first:], start=first):
             used = [j for j, p in enumerate(phis) if sp.sympify(c.cond).has(p)]
             if not used:
                 continue
             sub, over = {}, []
             for j in used:
-                ext = frame[j]
-                hint = self.index_hints.get(ext.name) if isinstance(ext, sp.Symbol) else None
-                taken = {str(v) for v, _ in c.over} | {s.name for s in sp.sympify(c.cond).free_symbols}
-                reserved = taken | set(self.index_hints.values())
-                name = hint if hint and hint not in taken else next(x for x in names if x not in reserved)
-                q = sp.Dummy(name, integer=True, nonnegative=True)
+                taken = {v.name for v, _ in c.over} | {s.name for s in sp.sympify(c.cond).free_symbols}
+                q = D.quantifier(frame[j], self.index_hints, taken)
                 sub[phis[j]] = q
-                over.append((q, ext))
+                over.append((q, frame[j]))
             message = c.message
             for p, q in sub.items():
                 message = message.replace(p.name, q.name)

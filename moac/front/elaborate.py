@@ -269,9 +269,6 @@ class Elab(DataShapes):
         self.cells_only(a, right, fn.text)
         n = a.shape[0]
         sym = STRUCTURAL[op].symbol
-        if D.axes_in(n):
-            raise self.err(ShapeError, f"{fn.text} along an axis whose length depends on another axis "
-                           f"({show_expr(n)}) is not supported", right)
         mag = k if k.is_nonnegative else sp.Abs(k)
         bad = sp.Gt(mag, n)
         if provably(bad):
@@ -287,13 +284,7 @@ class Elab(DataShapes):
         else:
             raise self.err(ShapeError, f"the sign of the {sym} count {k} must be known", left)
         cls = CTake if op == "take" else CDrop
-        # an extent that depends on the index along axis 0 follows the shift of that index
-        if k.is_nonnegative:
-            at0 = D.axis(0) if op == "take" else D.axis(0) + k
-        else:
-            at0 = D.axis(0) + n + k if op == "take" else D.axis(0)
-        rest = tuple(sp.sympify(x).xreplace({D.axis(0): at0}) for x in a.shape[1:])
-        return cls(node.span, (length,) + rest, k, a)
+        return cls(node.span, (length,) + a.shape[1:], k, a)
 
     def psi(self, idx: tuple, a: Core, node, idx_node) -> Core:
         if len(idx) > a.rank:
@@ -333,8 +324,7 @@ class Elab(DataShapes):
                 a, b = args
                 for x, xn in zip(args, arg_nodes):
                     self.cells_only(x, xn, self.text(fn))
-                moved = D.shift_axes(b.shape, {k: k + a.rank for k in range(b.rank)})
-                return COuter(node.span, a.shape + moved, g.op, a, b)
+                return COuter(node.span, a.shape + b.shape, g.op, a, b)
             case S.RedFn(fn=inner):
                 if len(args) != 1:
                     raise self.err(ShapeError, f"{self.text(fn)} is monadic", fn)
@@ -343,12 +333,8 @@ class Elab(DataShapes):
                 (a,) = args
                 if a.rank == 0:
                     raise self.err(ShapeError, f"{self.text(fn)} needs an array of rank ≥ 1, got a scalar", arg_nodes[0])
-                rest = a.shape[1:]
                 self.cells_only(a, arg_nodes[0], self.text(fn))
-                if any(0 in D.axes_in(x) for x in rest):
-                    raise self.err(ShapeError, f"{self.text(fn)} would reduce along an axis that the lengths of the "
-                                   f"others depend on ({show_shape(a.shape)})", arg_nodes[0])
-                return CRed(node.span, D.shift_axes(rest, {k: k - 1 for k in range(1, a.rank)}), inner.op, a)
+                return CRed(node.span, a.shape[1:], inner.op, a)
             case S.UserFn(name=name):
                 return self.call_user(name, fn, args, arg_nodes, node)
             case S.OmegaFn(fn=inner, sigmas=vec):
@@ -432,14 +418,9 @@ class Elab(DataShapes):
                            f"(length {a.shape[-1]}) with the first axis of the right operand (length "
                            f"{b.shape[0]}); they differ ({show_shape(a.shape)} vs {show_shape(b.shape)})",
                            node, notes)
-        ra = a.rank - 1
         for x, xn in zip((a, b), arg_nodes):
             self.cells_only(x, xn, self.text(fn))
-        if any(ra in D.axes_in(x) for x in a.shape[:-1]) or any(0 in D.axes_in(x) for x in b.shape[1:]):
-            raise self.err(ShapeError, f"inner product {self.text(fn)} would contract an axis that the lengths of the "
-                           f"others depend on ({show_shape(a.shape)} and {show_shape(b.shape)})", node)
-        rest = D.shift_axes(b.shape[1:], {k: k - 1 + ra for k in range(1, b.rank)})
-        return CInner(node.span, a.shape[:-1] + rest, f, g, a, b)
+        return CInner(node.span, a.shape[:-1] + b.shape[1:], f, g, a, b)
 
     def call_user(self, name: str, fn: S.Node, args: tuple, arg_nodes: tuple, node) -> Core:
         fdef, fsource = self.fns[name]

@@ -64,7 +64,6 @@ class _Eval:
         self.memo = {}
 
     def size(self, e, cells: dict | None = None) -> int:
-        import sympy as sp
         env = self.env
         if cells and _PHIS in cells:
             env = {**env, **cells[_PHIS]}

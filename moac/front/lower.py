@@ -17,7 +17,7 @@ import sympy as sp
 from . import syntax as S
 from .core import (CInput, CNamed, Constraint, CoreProgram, InputInfo, provably, provably_false, same_shape,
                    show_shape, size_symbol)
-from .data import INDEX_DTYPES, dependent
+from .data import INDEX_DTYPES, dependent, quantifier
 from .elaborate import Elab, Scope
 from ..errors import MoacError, NameError_, ShapeError, Source, Span
 
@@ -153,13 +153,9 @@ def _key(c: Constraint):
 def _nonnegative(el: Elab, nm: S.Name, shape: tuple, hints: dict) -> None:
     """An integer input holds sizes and indices: its elements must be ≥ 0 (checked when the
     program runs; the later stages rely on it)."""
-    names = iter("ijklmnpqrs")
     over = []
     for ext in shape:
-        hint = hints.get(ext.name) if isinstance(ext, sp.Symbol) else None
-        taken = {str(v) for v, _ in over}
-        name = hint if hint and hint not in taken else next(x for x in names if x not in taken)
-        over.append((sp.Dummy(name, integer=True, nonnegative=True), ext))
+        over.append((quantifier(ext, hints, {v.name for v, _ in over}), ext))
     term = sp.Function(nm.id)(*(v for v, _ in over))        # no assumptions: the condition is not trivial
     el.constraints.append(Constraint(sp.Ge(term, 0), f"the elements of integer input '{nm.id}' must be ≥ 0 (sizes and "
                                      "indices)", nm.span, tuple(over)))

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from ..errors import MoacError
-from .bundle import DTYPES, DeviceKernel, load_bundle
+from .bundle import DTYPES, INTEGER, DeviceKernel, load_bundle
 
 DECODE_SIZES = {"B", "h", "hq", "hkv", "g", "n", "dk", "dv"}
 TOL = 1e-4        # max |error| against float64 for f32 arithmetic on these sizes
@@ -57,7 +57,7 @@ def random_inputs(kernel: DeviceKernel, sizes: dict, torch, seed: int = 0) -> tu
             x = torch.randn(shapes[p["name"]], device="cuda", dtype=torch.float32, generator=g)
             if p["name"] in SCALES:
                 x = 0.5 + torch.rand(shapes[p["name"]], device="cuda", dtype=torch.float32, generator=g)
-            if p["dtype"] in ("i32", "i64"):       # sizes and indices: uniform in [0, the bound they must keep]
+            if p["dtype"] in INTEGER:             # sizes and indices: uniform in [0, the bound they must keep]
                 bound = m.data_bounds.get(p["name"])
                 top = bound({**m.fixed, **env}) if bound is not None else 12
                 inputs[p["name"]] = torch.randint(0, max(int(top), 0) + 1, shapes[p["name"]], device="cuda",

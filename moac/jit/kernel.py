@@ -128,10 +128,9 @@ class Kernel:
         self._fast_ok = not self._updated          # in-place updates check overlaps on every call
         self._plans: dict = {}                      # input shapes -> (sizes, output shapes, workspace bytes)
         # conditions on integer inputs (every lens[b] ≤ N, every page number < P): checked on every call
-        from ..front.data import compile_condition
-        from ..front.data import on_data
+        from ..front.data import INDEX_DTYPES, compile_condition, on_data
         self._data_checks = tuple((compile_condition(c.cond, c.over), c) for c in prog.constraints if on_data(c))
-        self._ints = tuple(i.name for i in prog.inputs if i.dtype in ("i32", "i64"))
+        self._ints = tuple(i.name for i in prog.inputs if i.dtype in INDEX_DTYPES)
 
     def check_data(self, arrays: dict, sizes: dict) -> None:
         """A positioned ArgumentError if an integer input breaks a condition of the program

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sympy as sp
-from sympy.core.function import AppliedUndef
+from ..front.data import has_data
 
 from .. import ops
 from ..dtypes import BYTES as DTYPE_BYTES
@@ -236,8 +236,7 @@ def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None) -> tuple:
                     fp = union_footprint([(a.logical, extents(a), starts(a)) for a in accs], buf.shape)
                 # a count over integer data (Σ_{b<B} ⟨b⟩ψlens rows) is not compared with the buffer:
                 # which is smaller depends on the data (the model's guess of 64 per size cannot say)
-                cap = fp if sp.sympify(fp).has(sp.Sum) or sp.sympify(fp).atoms(AppliedUndef) else \
-                    min(fp, buf.size, key=size_key)
+                cap = fp if has_data(fp) else min(fp, buf.size, key=size_key)
                 moved = cap * DTYPE_BYTES[buf.dtype]
                 total += moved
                 if buf.role == "scratch":

@@ -7,6 +7,7 @@ import sympy as sp
 from sympy.core.function import AppliedUndef
 
 from ..dnf import DNF, DOp, DRead, DReduce, DSelect, DStmt, fmt_index
+from ..front.data import data_reads, has_data
 
 def gamma(index: tuple, shape: tuple) -> sp.Expr:
     """Row-major γ: Σ_k i_k · Π_{j>k} s_j."""
@@ -77,15 +78,11 @@ def distinct_values(e, extents: dict):
     return None
 
 
-def _reads_data(e) -> bool:
-    return bool(sp.sympify(e).atoms(AppliedUndef))
-
-
 def _nonnegative(e) -> bool:
     """e ≥ 0 surely (a number, or sympy can tell; a sum over integer data is not decided)."""
     if e.is_nonnegative:
         return True
-    return bool(e.is_number and not e.has(sp.Sum) and not e.atoms(AppliedUndef) and e >= 0)
+    return bool(e.is_number and not has_data(e) and e >= 0)
 
 
 def _sum_dependent(index: tuple, factors: list, extents: dict) -> sp.Expr:
@@ -118,7 +115,7 @@ def footprint(index: tuple, shape: tuple, extents: dict) -> sp.Expr:
     # components that read integer data (a page number ⟨b ⌊l ÷ page⌋⟩ψtable) take, with the
     # components over the same loop variables, at most as many values together as those
     # variables have points: the tokens the loops visit (Σ_{b<B} ⟨b⟩ψlens), not the pool
-    gather = set().union(*(uses[k] for k, i in enumerate(index) if ds[k] is None and _reads_data(i)), set())
+    gather = set().union(*(uses[k] for k, i in enumerate(index) if ds[k] is None and data_reads(i)), set())
     if gather:
         joint = [k for k, u in enumerate(uses) if u and u <= gather]
         points = sorted(gather, key=sp.default_sort_key)
@@ -268,8 +265,8 @@ def narrowed(cond, ext: dict, lo: dict) -> tuple:
 def size_key(e):
     # order symbolic sizes by their value when every size is 64 (a large-ish generic size)
     e = sp.sympify(e)
-    if e.has(sp.Sum) or e.atoms(AppliedUndef):       # a count over integer data: each read taken as 64
-        e = e.xreplace({r: sp.Integer(64) for r in e.atoms(AppliedUndef)}).doit()
+    if has_data(e):                                  # a count over integer data: each read taken as 64
+        e = e.xreplace({r: sp.Integer(64) for r in data_reads(e)}).doit()
     v = e.xreplace({s: 64 for s in e.free_symbols})
     try:
         return float(v)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import sympy as sp
 
 from ...dnf import fmt_index, reads, substitute
-from ...front.data import bounds, has_data, upper_bound
+from ...front.data import INDEX_DTYPES, bounds, has_data, upper_bound
+from sympy.core.function import AppliedUndef
 from ...dnf.ir import format_expr
 from ..index import internal, ragged_pick
 from ..ir import Choice, Const, Guard, Kernel, LetIndex, Lift, Local, Loop, Op, Read, Select, Serial, Store
@@ -242,11 +243,10 @@ def _dense_chunks(ctx, Nd, N, gang_frame, gang_ext, g, C, G, body):
     interleaved with the others cost a quarter of the bandwidth (75 % of the dense kernel's;
     98 % with every length 4096, the empty gangs then all last).  Returns (the gang loop,
     b, the body) or None where the target's gangs do not scan (Target.scan_gangs)."""
-    from sympy.core.function import AppliedUndef
     if Nd is N or not ctx.target.scan_gangs or not isinstance(Nd, AppliedUndef) or len(Nd.args) != 1:
         return None
     b = Nd.args[0]
-    if b not in gang_frame or ctx.buffers[Nd.func.__name__].dtype not in ("i32", "i64"):
+    if b not in gang_frame or ctx.buffers[Nd.func.__name__].dtype not in INDEX_DTYPES:
         return None
     nb = gang_ext[gang_frame.index(b)]
     w = internal("w")
