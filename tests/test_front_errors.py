@@ -99,10 +99,10 @@ CASES = {
         V + "z = x softmax x\noutput z", moac.ShapeError,
         "'softmax' is monadic (takes 1 argument(s)), given 2", 6, 7),
     "iota-of-an-array": (
-        V + "z = ι x\noutput z", moac.ShapeError, "ι needs a static integer, got 'x'", 6, 7),
+        V + "z = ι x\noutput z", moac.ShapeError, "ι needs a static integer or a static shape vector, got 'x'", 6, 7),
     "psi-index-not-static": (
         V + "z = x ψ A\noutput z", moac.ShapeError,
-        "a ψ index must be a static vector (numbers and sizes), got 'x'", 6, 5),
+        "a ψ index must be a static vector (numbers and sizes, or elements of an integer input), got 'x'", 6, 5),
     "function-as-value": (
         V + "z = softmax\noutput z", moac.ParseError,
         "unexpected end of line; expected an expression or statement", 6, 12),

@@ -388,7 +388,7 @@ def test_fp8_onf_moves_the_minimum_and_scales_once_per_row():
         base = sp.diff(sp.sympify(plain.onf(target=target, sizes=sizes).flops).replace(sp.ceiling, lambda x: x), n)
         assert sp.simplify(per_token - base) == 2 * 4 * 32, target
     dnf = str(_fp8_program().dnf())
-    assert dnf.count("ψks") == 3 and dnf.count("ψvs") == 1 and "× ⟨i floor(j/g) k⟩ψks" in dnf
+    assert dnf.count("ψks") == 3 and dnf.count("ψvs") == 1 and "× ⟨i ⌊j÷g⌋ k⟩ψks" in dnf
 
 
 HEAD_TEXT = (EXAMPLES / "decode_gqa_fp8_head.moa").read_text(encoding="utf-8")

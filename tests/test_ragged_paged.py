@@ -89,7 +89,7 @@ def test_ragged_dnf_reduces_over_each_sequences_length():
 
 def test_paged_dnf_reads_the_pool_through_the_table():
     dnf = str(moac.load(PAGED).dnf())
-    assert "⟨⟨b floor(k/page)⟩ψtable Mod(k, page) floor(i/g) j⟩ψVp" in dnf
+    assert "⟨⟨b ⌊k÷page⌋⟩ψtable (k mod page) ⌊i÷g⌋ j⟩ψVp" in dnf
     assert "require ⟨b i⟩ψtable < P    for b < B, i < maxp" in dnf
     assert "require ⟨b⟩ψlens <= maxp·page    for b < B" in dnf
 
@@ -109,7 +109,7 @@ def test_traffic_counts_the_valid_rows_only(path):
     assert sp.expand(c.compulsory - c.minimum - 4 * B) == 0
     assert any(a.array == "lens" for k in c.kernels for a in k.accesses)
     if path == PAGED:
-        assert "Σ_{b<B} ceiling(⟨b⟩ψlens/page)" in line or "ceiling(⟨b⟩ψlens/page)" in line   # the page numbers read
+        assert "Σ_{b<B} ⌈⟨b⟩ψlens÷page⌉" in line   # the page numbers read
 
 
 def test_interpreter_and_dnf_agree_on_ragged_data():

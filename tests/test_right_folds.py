@@ -29,8 +29,8 @@ def test_the_interpreter_folds_from_the_right():
 
 def test_the_dnf_is_the_alternating_fold():
     text = str(moac.parse(SRC, "f.moa").dnf())
-    assert "a = Σ_{i<n} (−⟨i⟩ψx if Mod(i, 2) = 1 else ⟨i⟩ψx)" in text
-    assert "q = Π_{i<n} (1 ÷ ⟨i⟩ψx if Mod(i, 2) = 1 else ⟨i⟩ψx)" in text
+    assert "a = Σ_{i<n} (−⟨i⟩ψx if (i mod 2) = 1 else ⟨i⟩ψx)" in text
+    assert "q = Π_{i<n} (1 ÷ ⟨i⟩ψx if (i mod 2) = 1 else ⟨i⟩ψx)" in text
     trace = moac.dnf.format_trace(moac.parse(SRC, "f.moa").dnf())
     assert "ψ-reduce, right fold" in trace and "ψ-inner, right fold" in trace
 

@@ -75,6 +75,7 @@ class DNF:
     program: C.CoreProgram
     stmts: tuple
     trace: tuple
+    notes: tuple = ()     # (temporary, why it is stored): the decisions of the ψ-reduction
 
     def __repr__(self) -> str:        # the dump is str(); this is one line
         outs = ", ".join(s.name for s in self.stmts if s.role != "temp")
@@ -181,9 +182,11 @@ def format_dnf(d: DNF) -> str:
         lines.append("sizes   " + ", ".join(s.name for s in p.sizes) + derived)
     for i in p.inputs:
         lines.append(f"input   {i.name} : {i.dtype} {C.show_shape(i.shape)}")
+    notes = dict(d.notes)
     for s in d.stmts:
         tag = {"temp": "temp   ", "output": "output ", "update": "update "}[s.role]
-        lines.append(f"{tag} {format_stmt(s)}")
+        why = f"    -- {notes[s.name]}" if s.role == "temp" and s.name in notes else ""
+        lines.append(f"{tag} {format_stmt(s)}{why}")
     for c in p.constraints:
         over = ("    for " + ", ".join(f"{fmt_index(v)} < {fmt_index(e)}" for v, e in c.over)) if c.over else ""
         lines.append(f"require {fmt_index(c.cond)}{over}    -- {c.message}")

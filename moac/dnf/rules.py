@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from ..front import core as C
+from ..front.data import has_data
 from ..errors import RewriteError
 from ..ops import OPS, RIGHT_FOLDS
 from .ir import (DNF, DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt, TraceStep, fmt_index, fmt_num,
                  fmt_vec, format_expr, index_var)
 from .reshape import reshape_index, simplify_index
 from .verify import verify_dnf
-from .walk import canonical_key, free_index_vars, has_reduce, map_children, reads, substitute
+from .walk import at_sizes, canonical_key, flops, free_index_vars, has_reduce, map_children, reads, substitute
 
 
 def core_text(c: C.Core) -> str:
@@ -37,6 +38,8 @@ def core_text(c: C.Core) -> str:
             return "⟨" + " ".join(core_text(i) for i in items) + "⟩"
         case C.CIota(n=n):
             return f"ι{fmt_index(n)}"
+        case C.CIndices(dims=dims):
+            return f"ι{fmt_vec(dims)}"
         case C.CMap(op=op, args=(a,)):
             return f"{OPS[op].dnf_text}{core_text(a)}"
         case C.CMap(op=op, args=(a, b)):
@@ -85,6 +88,10 @@ class _Ctx:
     cells: dict = field(default_factory=dict)       # cell id -> (core arg, frame index)
     phis: dict = field(default_factory=dict)        # Ω frame placeholder -> the frame index it stands for
     guards: list = field(default_factory=list)      # catenation conditions around the current node
+    stmt_vars: set = field(default_factory=set)     # the current statement's own index variables
+    outer: set = field(default_factory=set)         # the scope around a scalar kept by extension (_extended)
+    stored: dict = field(default_factory=dict)      # id of a named core node -> the temporary that stores it
+    notes: dict = field(default_factory=dict)       # temporary -> why it is stored (the DNF dump prints it)
 
     def fresh(self, extent) -> sp.Symbol:
         ext = sp.sympify(extent)
@@ -150,8 +157,18 @@ def psi_reduce(node: C.Core, idx: tuple, ctx: _Ctx):
             return out
         case C.CIota():
             return DIndex(idx[0])
-        case C.CNamed(name=name, arg=arg):
-            return psi_reduce(arg, idx, ctx)
+        case C.CIndices():                      # ⟨i … m⟩ψ ι s = item m of the index ⟨i …⟩
+            *at, m = idx
+            if sp.sympify(m).is_Integer:
+                return DIndex(at[int(m)])
+            out = DIndex(at[-1])
+            for k in range(len(at) - 2, -1, -1):
+                out = DSelect(sp.Eq(m, k), DIndex(at[k]), out)
+            return out
+        case C.CNamed(arg=arg):
+            if id(node) in ctx.stored:
+                return DRead(ctx.stored[id(node)], tuple(idx))
+            return _stored(ctx, node, idx) or psi_reduce(arg, idx, ctx)
         case C.CMap(op=op, args=args):
             parts = []
             for a in args:
@@ -277,7 +294,12 @@ class _guard:
 
 def _extended(a: C.Core, ctx: _Ctx):
     """A rank-0 operand used for every element of a larger array (scalar extension)."""
-    d = psi_reduce(a, (), ctx)
+    outer = ctx.outer
+    ctx.outer = set(ctx.scope)              # kept as a temporary: only its own reductions are loops around a read
+    try:
+        d = psi_reduce(a, (), ctx)
+    finally:
+        ctx.outer = outer
     if not has_reduce(d):
         return d
     free = [v for v in ctx.scope if v in free_index_vars(d)]
@@ -310,6 +332,61 @@ def _extended(a: C.Core, ctx: _Ctx):
     ctx.stmts.append(DStmt(name, tuple(free), tuple(ctx.scope[v] for v in free), body, "temp"))
     ctx.log("temporary", a, (), f"{name} (a reduction reused under scalar extension)")
     return DRead(name, tuple(free))
+
+
+STORE_RULE_SIZE = 64      # every size at this value when the counts of inlined and stored are compared
+
+
+def _stored(ctx: _Ctx, node: C.CNamed, idx: tuple):
+    """A named array read under a reduction it does not depend on is stored once (a
+    temporary over its own shape) when the counts say so; None to inline it.
+
+    Inlined, each of the `sites` evaluations of this read (the enclosing index domain)
+    costs the f operations of its element; stored, the array costs f per element once and
+    each site one read.  It is stored when f·sites > f·τ + sites with every size at
+    STORE_RULE_SIZE.  Only a reduction variable counts as a loop it is recomputed under:
+    an element recomputed for each element of the statement's own domain (a softmax's
+    weights across the output axis) is the plan's business (split-K keeps them on chip)."""
+    if node.rank == 0 or ctx.phis or ctx.cells or C.mentions_cells(node.arg) or any(has_data(x) for x in node.shape):
+        return None                                   # (a scalar reused under extension: _extended keeps it)
+    mark = (len(ctx.trace), list(ctx.stmts), dict(ctx.temps), set(ctx.temp_names), set(ctx.used),
+            dict(ctx.stored), dict(ctx.notes))
+    inline = psi_reduce(node.arg, idx, ctx)
+    free = free_index_vars(inline)
+    around = [v for v in ctx.scope if v not in ctx.stmt_vars | ctx.outer and v not in free]
+    if not around or not has_reduce(inline):
+        return inline
+    f = flops(inline)
+    sites = sp.Mul(*(sp.sympify(e) for v, e in ctx.scope.items() if v not in ctx.outer or v in free))
+    total = sp.Mul(*(sp.sympify(e) for e in node.shape))
+    inlined, stored = sp.expand(f * sites), sp.expand(f * total)
+    if not at_sizes(inlined - stored - sites, STORE_RULE_SIZE) > 0:
+        return inline
+    ctx.trace[mark[0]:] = []                          # undo the inlined copy: stored, it is reduced once
+    ctx.stmts[:], ctx.temps, ctx.temp_names, ctx.used, ctx.stored, ctx.notes = mark[1:]
+    taken = ({i.name for i in ctx.program.inputs} | {o[0] for o in ctx.program.outputs}
+             | {s.name for s in ctx.program.sizes} | ctx.temp_names | ctx.used)
+    name, k = node.name, 1
+    while name in taken:
+        k += 1
+        name = f"{node.name}{k}"
+    ctx.temp_names.add(name)
+    ctx.stored[id(node)] = name
+    saved = (ctx.used, ctx.scope, ctx.guards, ctx.stmt_vars, ctx.outer)
+    ctx.used, ctx.scope, ctx.guards, ctx.outer = set(), {}, [], set()
+    vars_ = tuple(ctx.fresh(n) for n in node.shape)
+    ctx.scope = dict(zip(vars_, node.shape))
+    ctx.stmt_vars = set(vars_)
+    body = psi_reduce(node.arg, vars_, ctx)
+    ctx.used, ctx.scope, ctx.guards, ctx.stmt_vars, ctx.outer = saved
+    ctx.stmts.append(DStmt(name, vars_, tuple(node.shape), body, "temp"))
+    steps = " × ".join(fmt_index(ctx.scope[v]) for v in around)
+    why = (f"stored: inlined, each element would be recomputed for the {steps} steps of a reduction it "
+           f"does not depend on ({fmt_index(inlined)} flops); stored, {fmt_index(stored)} flops and "
+           f"{fmt_index(sites)} reads")
+    ctx.notes[name] = why
+    ctx.log("store-named", node, idx, f"{fmt_vec(idx)}ψ{name} ({why})")
+    return DRead(name, tuple(idx))
 
 
 def rename_bound(e, ctx: _Ctx, sub: dict):
@@ -392,10 +469,11 @@ def to_dnf(program: C.CoreProgram) -> DNF:
             vars_ = tuple(ctx.fresh(n) for n in node.shape)
             for v, n in zip(vars_, node.shape):
                 ctx.scope[v] = n
+            ctx.stmt_vars = set(vars_)
             body = psi_reduce(node.arg, vars_, ctx)
             ctx.stmts.append(DStmt(name, vars_, node.shape, body, role))
     stmts = _share_temporaries(ctx)
-    d = DNF(program, stmts, tuple(ctx.trace))
+    d = DNF(program, stmts, tuple(ctx.trace), tuple(ctx.notes.items()))
     if os.environ.get("MOAC_VERIFY") == "1":
         verify_dnf(d)
     return d

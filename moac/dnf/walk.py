@@ -7,6 +7,7 @@ differing only in their bound variable names."""
 from __future__ import annotations
 
 import sympy as sp
+from sympy.core.function import AppliedUndef
 
 from .ir import DConst, DIndex, DOp, DRead, DReduce, DSelect
 
@@ -115,3 +116,24 @@ def canonical_key(e, names: dict | None = None):
         case DSelect(cond=c, then=t, other=o):
             return ("sel", ren(c), canonical_key(t, names), canonical_key(o, names))
     raise TypeError(e)
+
+
+def flops(e) -> sp.Expr:
+    """The scalar operations one evaluation of a DNF expression performs, as a sympy count:
+    one per operator, one per step of a reduction, a selection's costlier branch."""
+    match e:
+        case DOp(args=args):
+            return 1 + sp.Add(*(flops(a) for a in args))
+        case DReduce(extent=ext, body=b):
+            return sp.sympify(ext) * (flops(b) + 1)
+        case DSelect(then=t, other=o):
+            a, b = flops(t), flops(o)
+            return a if a == b else sp.Max(a, b)
+    return sp.Integer(0)
+
+
+def at_sizes(e, value: int) -> float:
+    """A count with every size, and every element of integer data, at `value`."""
+    e = sp.sympify(e)
+    e = e.xreplace({r: value for r in e.atoms(AppliedUndef)})
+    return float(sp.sympify(e.xreplace({s: value for s in e.free_symbols})).doit())

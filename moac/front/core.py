@@ -63,6 +63,12 @@ class CIota(Core):
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class CIndices(Core):
+    """ι s of a shape vector s: the array of shape s ++ ⟨δs⟩ whose cell at i is i itself."""
+    dims: tuple
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class CMap(Core):
     op: str
     args: tuple
@@ -204,9 +210,7 @@ def show_expr(e) -> str:
     n*dk, n**2)."""
     e = sp.sympify(e)
     e = e.xreplace({d: sp.Symbol(d.name) for d in e.atoms(sp.Dummy)})   # moac's own loop variables
-    if has_data(e):
-        return data_show(e).replace("**", "^").replace("*", "·")
-    return str(e).replace("**", "^").replace("*", "·")
+    return data_show(e).replace("**", "^").replace("*", "·")
 
 
 def show_shape(shape: Shape) -> str:
@@ -260,3 +264,83 @@ def provably_false(cond) -> bool:
     c = sp.sympify(cond)
     return c is sp.false or c == False  # noqa: E712
 
+
+
+# --------------------------------------------------------------------------- the source's operation count
+
+
+def mentions_cells(c, seen: set | None = None) -> bool:
+    """Whether a core subtree reads an Ω cell (its value then depends on the frame)."""
+    seen = set() if seen is None else seen
+    if id(c) in seen:
+        return False
+    seen.add(id(c))
+    if isinstance(c, CCell):
+        return True
+    return any(mentions_cells(k, seen) for k in _kids(c))
+
+
+def _kids(c) -> list:
+    parts = [getattr(c, f) for f in c.__dataclass_fields__ if f not in ("span", "shape")]
+    return [x for v in parts for x in (v if isinstance(v, tuple) else (v,)) if isinstance(x, Core)]
+
+
+def source_ops(program: CoreProgram) -> sp.Expr:
+    """The scalar operations of the program as written, each named array evaluated once:
+    an elementwise function one per result element, a reduction one per element reduced,
+    an inner product two per product, an outer product one per result element, and an Ω
+    its body's count for each frame index.  Selections and rearrangements (ψ, ⍉, ρ, △, ▽,
+    Φ, #) cost nothing.  `moac onf` sets the kernels' flops against it, so that work the
+    kernels repeat (a value recomputed under a loop it does not depend on) shows."""
+    seen: set = set()
+
+    def tau(shape) -> sp.Expr:
+        return sp.Mul(*(sp.sympify(x) for x in shape))
+
+    def ops(c) -> sp.Expr:
+        if id(c) in seen:
+            return sp.Integer(0)
+        seen.add(id(c))
+        own = sp.Integer(0)
+        match c:
+            case CMap():
+                own = tau(c.shape)
+            case CRed(arg=a):
+                own = tau(a.shape)
+            case CInner(left=a):
+                own = 2 * tau(c.shape) * sp.sympify(a.shape[-1])
+            case COuter():
+                own = tau(c.shape)
+            case COmega(frame=frame, args=args, body=body, phis=phis):
+                inner = ops(body)
+                for p, f in zip(phis, frame):       # a ragged cell's count depends on its frame index
+                    if inner.has(p):
+                        q = sp.Symbol(program.index_hints.get(getattr(f, "name", ""), "b"), integer=True,
+                                      nonnegative=True)
+                        inner = sp.Sum(inner.xreplace({p: q}), (q, 0, sp.sympify(f) - 1))
+                    else:
+                        inner = inner * f
+                return inner + sp.Add(*(ops(a) for a in args))
+        return own + sp.Add(*(ops(k) for k in _kids(c)))
+
+    nodes = [n for _, n in program.outputs] + [n for _, n in program.updates]
+    return _merge_sums(sp.expand(sp.Add(*(ops(n) for n in nodes))))
+
+
+def _merge_sums(e: sp.Expr) -> sp.Expr:
+    """Σ_b a + Σ_b c → Σ_b (a + c) over equal limits, and a sum whose body reads no data
+    evaluated (Σ_{b<B} 1 = B)."""
+    groups: dict = {}
+    rest = []
+    for t in sp.Add.make_args(e):
+        sums = [f for f in sp.Mul.make_args(t) if isinstance(f, sp.Sum)]
+        if len(sums) != 1:
+            rest.append(t)
+            continue
+        coeff = sp.Mul(*(f for f in sp.Mul.make_args(t) if f is not sums[0]))
+        groups.setdefault(sums[0].limits, []).append(coeff * sums[0].function)
+    for limits, bodies in groups.items():
+        body = sp.factor(sp.expand(sp.Add(*bodies)))
+        total = sp.Sum(body, *limits)
+        rest.append(total.doit() if not has_data(body) else total)
+    return sp.Add(*rest)

@@ -122,11 +122,36 @@ def at_index(e, index: tuple):
 
 
 def show(e) -> str:
-    """The dumps' text of an expression with integer-array reads: ⟨b⟩ψlens."""
+    """The dumps' text of an integer expression in MoA notation: an integer-array read as a
+    ψ-selection ⟨b⟩ψlens, ⌊i÷g⌋ and ⌈n÷c⌉, (j mod page), min(n, s) and max(0, n − s) (not
+    sympy's floor(i/g), Mod(j, page), Min, Max).  `·` and `^` are core.show_expr's."""
     return _Printer().doprint(sp.sympify(e))
 
 
 class _Printer(StrPrinter):
+    def _quotient(self, a) -> str:
+        num, den = sp.fraction(sp.together(a))
+        if den == 1:
+            return self._print(a)
+        wrap = lambda x: f"({self._print(x)})" if isinstance(x, (sp.Add, sp.Mul)) else self._print(x)   # noqa: E731
+        return f"{wrap(num)}÷{wrap(den)}"
+
+    def _print_floor(self, e):
+        return f"⌊{self._quotient(e.args[0])}⌋"
+
+    def _print_ceiling(self, e):
+        return f"⌈{self._quotient(e.args[0])}⌉"
+
+    def _print_Mod(self, e):
+        a, b = (f"({self._print(x)})" if isinstance(x, sp.Add) else self._print(x) for x in e.args)
+        return f"({a} mod {b})"
+
+    def _print_Min(self, e):
+        return "min(" + ", ".join(self._print(a) for a in e.args) + ")"
+
+    def _print_Max(self, e):
+        return "max(" + ", ".join(self._print(a) for a in e.args) + ")"
+
     def _print_AppliedUndef(self, e):
         def comp(a):
             s = self._print(a)
@@ -194,10 +219,12 @@ def violation(cond, over: tuple, env: dict, arrays: dict):
     return f"it fails at {where}" if where else "it fails"
 
 
-def bounds(program) -> dict:
+def bounds(program, slices: bool = False) -> dict:
     """The largest value each integer input's elements may hold by the program's
     conditions (`lens[b] ≤ N` gives N, `table[b, p] < P` gives P − 1): input name -> a sympy
-    expression of the sizes.  An input with no such condition has no entry."""
+    expression of the sizes.  An input with no such condition has no entry.  With
+    `slices`, a condition on a slice (`r[t, 0] < n for t < T`) bounds the whole array too:
+    the least bound every element satisfies (random data that meets every condition)."""
     out: dict = {}
     for c in program.constraints:
         cond = sp.sympify(c.cond)
@@ -207,7 +234,10 @@ def bounds(program) -> dict:
         if not isinstance(lhs, AppliedUndef) or has_data(rhs):
             continue
         quantified = tuple(v for v, _ in c.over)
-        if tuple(lhs.args) != quantified and not (not c.over and all(a.is_Integer for a in lhs.args)):
+        whole = tuple(lhs.args) == quantified
+        one = not c.over and all(a.is_Integer for a in lhs.args)
+        part = slices and all(a in quantified or a.is_Integer for a in lhs.args)
+        if not (whole or one or part):
             continue                 # every element (for b < B), or one element at a constant index
         ub = rhs - 1 if isinstance(cond, sp.StrictLessThan) else rhs
         name = lhs.func.__name__
@@ -243,7 +273,7 @@ def upper_bound(e, program_bounds: dict):
 def random_values(name: str, shape: tuple, program, env: dict, rng) -> np.ndarray:
     """Random elements for integer input `name` that satisfy the program's conditions:
     uniform in [0, its bound] (`bounds`), [0, 12] where it has none."""
-    ub = bounds(program).get(name)
+    ub = bounds(program, slices=True).get(name)
     top = int(sp.sympify(ub).xreplace(env)) if ub is not None else 12
     dtype = np.int64 if any(i.name == name and i.dtype == "i64" for i in program.inputs) else np.int32
     return rng.integers(0, max(top, 0) + 1, size=shape).astype(dtype)

@@ -10,15 +10,36 @@ import sympy as sp
 
 from . import data as D
 from . import syntax as S
-from .core import CCell, CInput, CNamed, COmega, Constraint, Core, CPsi, CTranspose, same_shape, show_shape
+from .core import (CCell, CIndices, CIota, CInput, CMap, CNamed, COmega, Constraint, Core, CPsi, CTranspose,
+                   CVec, provably, same_shape, show_shape)
 from ..errors import ShapeError
 
 _cell_ids = itertools.count()
 
+ARITH = frozenset({"add", "sub", "mul", "neg", "max", "min", "div"})
+
+
+def arith(op: str, vals: list):
+    """Static integer arithmetic: None where a quotient is not an integer."""
+    if op == "add":
+        return vals[0] + vals[1]
+    if op == "sub":
+        return vals[0] - vals[1]
+    if op == "mul":
+        return vals[0] * vals[1]
+    if op == "neg":
+        return -vals[0]
+    if op == "max":
+        return sp.Max(*vals)
+    if op == "min":
+        return sp.Min(*vals)
+    q = vals[0] / vals[1]
+    return q if q.is_integer else None
+
 
 class DataShapes:
-    """Mixed into Elab (front/elaborate.py): it supplies err, text, constraints,
-    cell_info and index_hints."""
+    """Mixed into Elab (front/elaborate.py): it supplies err, text, core_static,
+    constraints, cell_info, index_hints and phi_extents."""
 
     def no_data(self, v, node) -> None:
         if any(D.has_data(x) for x in (v if isinstance(v, tuple) else (v,))):
@@ -27,10 +48,21 @@ class DataShapes:
 
     def data_at(self, c: Core, idx: tuple):
         """The sympy term for element `idx` of an integer input seen through ψ, Ω cells,
-        names and transposes (front/data.py), or None if `c` is no such view."""
+        names and transposes (front/data.py), or of an index array (ι n, ι s, a vector of
+        static integers) at an index that may hold an Ω's frame placeholders; None if `c`
+        is no such view."""
         match c:
             case CInput(dtype=dt, name=n) if dt in D.INDEX_DTYPES and len(idx) == c.rank:
                 return D.read_term(n, tuple(idx))
+            case CIota() if len(idx) == 1:
+                return idx[0]
+            case CIndices(dims=dims) if len(idx) == len(dims) + 1 and sp.sympify(idx[-1]).is_Integer:
+                return idx[int(idx[-1])]
+            case CVec(items=items) if len(idx) == 1 and sp.sympify(idx[0]).is_Integer:
+                return self.core_static(items[int(idx[0])])
+            case CMap(op=op, args=args) if op in ARITH and len(idx) == c.rank:
+                vals = [self.data_at(a, idx) if a.rank else self.core_static(a) for a in args]
+                return None if any(v is None for v in vals) else arith(op, vals)
             case CPsi(index=pre, arg=a):
                 return self.data_at(a, tuple(pre) + tuple(idx))
             case CCell(id=i) if i in self.cell_info:
@@ -41,6 +73,28 @@ class DataShapes:
             case CTranspose(perm=p, arg=a):
                 return self.data_at(a, tuple(idx[p[k]] for k in range(a.rank)))
         return None
+
+    def frame_range(self, i):
+        """The least and greatest value of an index affine in Ω frame placeholders (and in
+        no data) as the placeholders run over their frames, with the condition that the
+        frames are not empty; None for any other index (a constant, data, non-affine)."""
+        e = sp.sympify(i)
+        phis = [p for p in e.free_symbols if p in self.phi_extents]
+        if not phis or D.has_data(e):
+            return None
+        if not e.is_polynomial(*phis) or sp.Poly(e, *phis).total_degree() > 1:
+            return None                                  # not affine in the frame indices
+        lo = hi = e.xreplace({p: 0 for p in phis})
+        for p in phis:
+            c = sp.expand(sp.diff(e, p))
+            top = c * (self.phi_extents[p] - 1)
+            if provably(sp.Ge(c, 0)):
+                hi += top
+            elif provably(sp.Le(c, 0)):
+                lo += top
+            else:
+                return None
+        return (sp.expand(lo), sp.expand(hi)), sp.And(*(sp.Ge(self.phi_extents[p], 1) for p in phis))
 
     def transpose(self, span, perm: tuple, a: Core) -> Core:
         """Axis k of `a` becomes axis perm[k] (`a` not ragged: see cells_only)."""
@@ -112,6 +166,7 @@ class DataShapes:
             frame = fl if fl else fr
         # each cell's shape in terms of this Ω's frame placeholders (front/data.py)
         phis = D.frame_placeholders(len(frame))
+        self.phi_extents.update(zip(phis, frame))
         cells = []
         for a, k in zip(args, ks):
             shape = D.shift_axes(a.shape[k:], {**{j: phis[j] for j in range(k)},

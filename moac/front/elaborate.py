@@ -14,11 +14,11 @@ import sympy as sp
 from sympy.core.function import AppliedUndef
 
 from . import syntax as S
-from .core import (CCat, CCell, CConst, CDrop, CInner, CInput, CIota, CMap, CNamed, COuter, Constraint,
+from .core import (CCat, CCell, CConst, CDrop, CIndices, CInner, CInput, CIota, CMap, CNamed, COuter, Constraint,
                    Core, CPsi, CRed, CReshape, CReverse, CSize, CTake, CVec, provably, same, same_shape,
                    show_expr, show_shape)
 from . import data as D
-from .data_shapes import DataShapes
+from .data_shapes import ARITH, DataShapes, arith
 from ..errors import MoacError, NameError_, ParseError, ShapeError, Source, Span
 from ..ops import BINARY, FOLDABLE, MONADIC_ONLY, STATIC_LEFT, STRUCTURAL, UNARY, monadic
 
@@ -48,6 +48,7 @@ class Elab(DataShapes):
     current_source: Source | None = None
     cell_info: dict = field(default_factory=dict)   # cell id -> (operand, its frame placeholders)
     index_hints: dict = field(default_factory=dict)  # size name -> index variable name (for `require … for b < B`)
+    phi_extents: dict = field(default_factory=dict)  # Ω frame placeholder -> the frame's extent along it
 
     # ---- errors
     def err(self, cls, msg: str, node_or_span, notes=()):
@@ -61,7 +62,9 @@ class Elab(DataShapes):
     def static_int(self, node: S.Node, scope: Scope, data: bool = False) -> sp.Expr:
         """A static integer expression (numbers, sizes, + − × ÷ on them); with `data`, also
         an element of an integer input (a size per Ω frame: a take count, a ψ index)."""
-        core = self.expr(node, scope)
+        return self.static_int_of(self.expr(node, scope), node, data)
+
+    def static_int_of(self, core: Core, node: S.Node, data: bool = False) -> sp.Expr:
         v = self.core_static(core)
         if v is None or core.rank != 0:
             also = ", or an element of an integer input (i32, i64)" if data else ""
@@ -79,40 +82,30 @@ class Elab(DataShapes):
                 return e
             case CNamed(arg=a):
                 return self.core_static(a)
-            case CMap(op=op, args=args) if op in {"add", "sub", "mul", "neg", "max", "min", "div"}:
+            case CMap(op=op, args=args) if op in ARITH:
                 vals = [self.core_static(a) for a in args]
-                if any(v is None for v in vals):
-                    return None
-                if op == "add":
-                    return vals[0] + vals[1]
-                if op == "sub":
-                    return vals[0] - vals[1]
-                if op == "mul":
-                    return vals[0] * vals[1]
-                if op == "neg":
-                    return -vals[0]
-                if op == "max":
-                    return sp.Max(*vals)
-                if op == "min":
-                    return sp.Min(*vals)
-                if op == "div":
-                    q = vals[0] / vals[1]
-                    return q if q.is_integer else None
+                return None if any(v is None for v in vals) else arith(op, vals)
         if c.rank == 0:
             return self.data_at(c, ())
         return None
 
     def static_vector(self, node: S.Node, scope: Scope, what: str, data: bool = False) -> tuple:
-        core = self.expr(node, scope)
+        return self.static_vector_of(self.expr(node, scope), node, what, data)
+
+    def static_vector_of(self, core: Core, node: S.Node, what: str, data: bool = False) -> tuple:
         vec = self.core_static_vector(core)
         if vec is None:
-            raise self.err(ShapeError, f"{what} must be a static vector (numbers and sizes), "
+            also = ", or elements of an integer input" if data else ""
+            raise self.err(ShapeError, f"{what} must be a static vector (numbers and sizes{also}), "
                            f"got {self.text(node)!r}", node)
         if not data:
             self.no_data(vec, node)
         return vec
 
     def core_static_vector(self, c: Core):
+        """The items of a static vector: a vector of static integers, ι n, ρA, elementwise
+        arithmetic on static vectors and scalars (`ρA − 1`), or a vector whose items are
+        read from an integer input or from ι s (an Ω cell: a computed ψ index)."""
         match c:
             case CVec(items=items):
                 vals = [self.core_static(i) for i in items]
@@ -121,9 +114,21 @@ class Elab(DataShapes):
                 return self.core_static_vector(a)
             case CIota(n=n) if n.is_Integer:
                 return tuple(sp.Integer(i) for i in range(int(n)))
+            case CMap(op=op, args=args) if op in ARITH and c.rank == 1:
+                parts = [self.core_static_vector(a) if a.rank == 1 else self.core_static(a) for a in args]
+                if any(p is None for p in parts):
+                    return None
+                length = len(next(p for p in parts if isinstance(p, tuple)))
+                if any(isinstance(p, tuple) and len(p) != length for p in parts):
+                    return None
+                return tuple(arith(op, [p[k] if isinstance(p, tuple) else p for p in parts])
+                             for k in range(length))
         if c.rank == 0:
             v = self.core_static(c)
             return None if v is None else (v,)
+        if c.rank == 1 and sp.sympify(c.shape[0]).is_Integer:
+            vals = [self.data_at(c, (sp.Integer(k),)) for k in range(int(c.shape[0]))]
+            return None if any(v is None for v in vals) else tuple(vals)
         return None
 
     # ---- expressions
@@ -151,17 +156,19 @@ class Elab(DataShapes):
                 return self.apply(fn, (self.expr(arg, scope),), (arg,), node, scope)
             case S.Dyad(fn=fn, left=left, right=right):
                 if isinstance(fn, S.Prim) and fn.op in STATIC_LEFT:
-                    return self.structural(fn, left, right, node, scope)
+                    a = self.expr(right, scope)
+                    return self.structural(fn, self.expr(left, scope), a, left, right, node)
                 return self.apply(fn, (self.expr(left, scope), self.expr(right, scope)), (left, right), node, scope)
         raise self.err(ParseError, "not an expression", node)  # pragma: no cover
 
     # ---- structural dyads whose left operand is static
-    def structural(self, fn: S.Prim, left: S.Node, right: S.Node, node: S.Node, scope: Scope) -> Core:
-        a = self.expr(right, scope)
+    def structural(self, fn: S.Prim, lc: Core, a: Core, left: S.Node, right: S.Node, node: S.Node) -> Core:
+        """A structural dyad (γ, γ′, ψ, ρ, ⍉, △, ▽) whose left operand `lc` is static (or,
+        for ψ, △ and ▽, read from integer data); also applied to Ω's cells."""
         op = fn.op
         if op in ("gamma", "gammacol"):
-            idx = self.static_vector(left, scope, "the index of γ")
-            shp = self.static_vector(right, scope, "the shape of γ")
+            idx = self.static_vector_of(lc, left, "the index of γ")
+            shp = self.static_vector_of(a, right, "the shape of γ")
             if len(idx) != len(shp):
                 raise self.err(ShapeError, f"γ needs an index and a shape of the same length, got "
                                f"{len(idx)} and {len(shp)}", node)
@@ -171,8 +178,8 @@ class Elab(DataShapes):
                 off = off * shp[k] + idx[k]
             return CSize(node.span, (), sp.expand(off))
         if op == "gammainv":                     # o γ′ s: the row-major index whose γ is o
-            off = self.static_int(left, scope)
-            shp = self.static_vector(right, scope, "the shape of γ′")
+            off = self.static_int_of(lc, left)
+            shp = self.static_vector_of(a, right, "the shape of γ′")
             if not shp:
                 raise self.err(ShapeError, "γ′ needs a shape of length ≥ 1", right)
             total = sp.Mul(*shp)
@@ -189,10 +196,10 @@ class Elab(DataShapes):
             return CVec(node.span, (sp.Integer(len(shp)),),
                         tuple(CSize(node.span, (), sp.expand(c)) for c in reversed(comps)))
         if op == "psi":
-            idx = self.static_vector(left, scope, "a ψ index", data=True)
+            idx = self.static_vector_of(lc, left, "a ψ index", data=True)
             return self.psi(idx, a, node, left)
         if op == "rho":
-            new = self.static_vector(left, scope, "the new shape of ρ")
+            new = self.static_vector_of(lc, left, "the new shape of ρ")
             self.rectangular(a, right, "ρ")
             if not same(sp.Mul(*new), sp.Mul(*a.shape)):
                 raise self.err(ShapeError, f"reshape to {show_shape(new)} must keep the number of elements: "
@@ -200,16 +207,15 @@ class Elab(DataShapes):
                                f"{show_expr(sp.Mul(*a.shape))}", node)
             return CReshape(node.span, tuple(new), a)
         if op == "transpose":
-            perm = self.static_vector(left, scope, "the permutation of ⍉")
+            perm = self.static_vector_of(lc, left, "the permutation of ⍉")
             if not all(p.is_Integer for p in perm) or sorted(int(p) for p in perm) != list(range(a.rank)):
                 raise self.err(ShapeError, f"dyadic ⍉ needs a permutation of ⟨0 … {a.rank - 1}⟩ for an operand of "
                                f"rank {a.rank}; got {show_shape(perm)}", left)
             perm = tuple(int(p) for p in perm)
             return self.transpose(node.span, perm, a)
         if op in ("take", "drop"):
-            core = self.expr(left, scope)
-            if core.rank == 1:                    # a vector count: one count per leading axis
-                counts = self.core_static_vector(core)
+            if lc.rank == 1:                      # a vector count: one count per leading axis
+                counts = self.core_static_vector(lc)
                 if counts is None:
                     raise self.err(ShapeError, f"the counts of {STRUCTURAL[op].symbol} must be a static vector "
                                    f"(numbers and sizes, or elements of an integer input), got "
@@ -218,7 +224,7 @@ class Elab(DataShapes):
                     raise self.err(ShapeError, f"{len(counts)} counts for {STRUCTURAL[op].symbol} but the array has "
                                    f"rank {a.rank}", left)
                 return self.take_drop_axes(op, counts, a, fn, left, right, node)
-            return self.take_drop(op, self.static_int(left, scope, data=True), a, fn, left, right, node)
+            return self.take_drop(op, self.static_int_of(lc, left, data=True), a, fn, left, right, node)
         raise AssertionError(op)  # pragma: no cover
 
     def unify(self, fn, a: Core, b: Core, arg_nodes, node) -> bool:
@@ -286,20 +292,50 @@ class Elab(DataShapes):
         cls = CTake if op == "take" else CDrop
         return cls(node.span, (length,) + a.shape[1:], k, a)
 
+    def iota(self, a: Core, arg_node, node) -> Core:
+        """ι n (⟨0 1 … n−1⟩), or ι s of a shape vector s: the array of its index vectors."""
+        if a.rank == 1:
+            dims = self.core_static_vector(a)
+            if dims is None:
+                raise self.err(ShapeError, f"ι needs a static integer or a static shape vector, got "
+                               f"{self.text(arg_node)!r}", arg_node)
+            self.no_data(dims, arg_node)
+            for k, d in enumerate(dims):
+                if provably(sp.Lt(d, 0)):
+                    raise self.err(ShapeError, f"ι's shape vector has a negative item {d} (item {k})", arg_node)
+            return CIndices(node.span, tuple(dims) + (sp.Integer(len(dims)),), tuple(dims))
+        n = self.core_static(a)
+        if n is None or a.rank != 0:
+            raise self.err(ShapeError, f"ι needs a static integer or a static shape vector, got "
+                           f"{self.text(arg_node)!r}", arg_node)
+        self.no_data(n, arg_node)
+        return CIota(node.span, (n,), n)
+
     def psi(self, idx: tuple, a: Core, node, idx_node) -> Core:
         if len(idx) > a.rank:
             raise self.err(ShapeError, f"ψ index {show_shape(idx)} has {len(idx)} components but the array has rank "
                            f"{a.rank}", node)
         for k, (i, n) in enumerate(zip(idx, a.shape)):
+            n = D.at_index(n, idx)
+            span = self.frame_range(i)
+            where = f"ψ index component {k}" + ("" if span else f" ({show_expr(i)})")
+            if span is not None:                        # i runs over an Ω frame (ι s under Ω): decided here
+                (lo, hi), nonempty = span
+                if provably(sp.Lt(lo, 0)) or provably(sp.Ge(hi, n)):    # out of range unless the frame is empty
+                    raise self.err(ShapeError, f"{where} runs over [{show_expr(lo)}, {show_expr(hi)}] in the Ω "
+                                   f"frame, outside 0 ≤ i < {show_expr(n)}", idx_node)
+                cond = sp.And(sp.Ge(lo, 0), sp.Lt(hi, n))
+                if not provably(cond):
+                    self.constraints.append(Constraint(sp.Or(sp.Not(nonempty), cond),
+                                                       f"{where} must lie in [0, {show_expr(n)})", idx_node.span))
+                continue
             if provably(sp.Lt(i, 0)) or provably(sp.Ge(i, n)):
                 raise self.err(ShapeError, f"ψ index component {k} is {i}, outside 0 ≤ i < {n}", idx_node)
-            n = D.at_index(n, idx)
             cond = sp.And(sp.Ge(i, 0), sp.Lt(i, n))
             if not provably(cond) or D.has_data(i):     # an index read from data: checked when the kernel runs
                 if isinstance(i, AppliedUndef):          # a plain read: ≥ 0 by the input's own condition
                     cond = sp.Lt(i, n)
-                self.constraints.append(Constraint(cond, f"ψ index component {k} ({show_expr(i)}) must lie in "
-                                                   f"[0, {show_expr(n)})", idx_node.span))
+                self.constraints.append(Constraint(cond, f"{where} must lie in [0, {show_expr(n)})", idx_node.span))
         shape = D.shift_axes(a.shape[len(idx):], {**{j: idx[j] for j in range(len(idx))},
                                                   **{j: j - len(idx) for j in range(len(idx), a.rank)}})
         return CPsi(node.span, shape, tuple(idx), a)
@@ -357,11 +393,7 @@ class Elab(DataShapes):
             if op == "rho":
                 return CVec(node.span, (sp.Integer(a.rank),), tuple(CSize(node.span, (), s) for s in a.shape))
             if op == "iota":
-                n = self.core_static(a)
-                if n is None or a.rank != 0:
-                    raise self.err(ShapeError, f"ι needs a static integer, got {self.text(arg_nodes[0])!r}", arg_nodes[0])
-                self.no_data(n, arg_nodes[0])
-                return CIota(node.span, (n,), n)
+                return self.iota(a, arg_nodes[0], node)
             if op == "transpose":
                 return self.transpose(node.span, tuple(reversed(range(a.rank))), a)
             if op == "reverse":
@@ -401,7 +433,9 @@ class Elab(DataShapes):
                            f"{show_shape(a.shape[1:])})", node)
         if op in MONADIC_ONLY:
             raise self.err(ShapeError, f"{fn.text} is monadic", fn)
-        raise self.err(ShapeError, f"{fn.text} needs a static left operand here", node)  # pragma: no cover
+        if op in STATIC_LEFT:                       # under Ω: the cells are the operands
+            return self.structural(fn, a, b, arg_nodes[0], arg_nodes[1], node)
+        raise self.err(ShapeError, f"{fn.text} has no dyadic meaning", fn)  # pragma: no cover
 
     def inner(self, f: str, g: str, a: Core, b: Core, arg_nodes, node, fn) -> Core:
         if a.rank == 0 or b.rank == 0:

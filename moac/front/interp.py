@@ -91,6 +91,9 @@ class _Eval:
                 return np.array([float(ev(i, cells)) for i in items], dtype=np.float64)
             case C.CIota(n=n):
                 return np.arange(self.size(n, cells), dtype=np.float64)
+            case C.CIndices(dims=dims):
+                axes = [np.arange(self.size(d, cells), dtype=np.float64) for d in dims]
+                return np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1) if axes else np.zeros(0)
             case C.CNamed(arg=a):
                 return ev(a, cells)
             case C.CMap(op=op, args=args):

@@ -123,7 +123,7 @@ int moac_decode_sinks_device(const float *restrict q_, const float *restrict K_,
             (void)n_; (void)s_; (void)w_; (void)dk_; (void)dv_; (void)chunk;
             /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
             #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_p, moac_z_part, K_, V_, q_)
-            for (int32_t g = 0; g < (moac_imin32(n_, s_) + moac_imin32(w_, moac_imax32(0, n_ - s_))) / chunk + ((moac_imin32(n_, s_) + moac_imin32(w_, moac_imax32(0, n_ - s_))) % chunk != 0); ++g) {  /* lifted token axis: ⟨Min(n, s) + Min(w, Max(0, n - s))⟩ → ⟨⌈Min(n, s) + Min(w, Max(0, n - s))/chunk⌉ chunk⟩, i = g·chunk + c */
+            for (int32_t g = 0; g < (moac_imin32(n_, s_) + moac_imin32(w_, moac_imax32(0, n_ - s_))) / chunk + ((moac_imin32(n_, s_) + moac_imin32(w_, moac_imax32(0, n_ - s_))) % chunk != 0); ++g) {  /* lifted token axis: ⟨min(n, s) + min(w, max(0, n - s))⟩ → ⟨⌈min(n, s) + min(w, max(0, n - s))/chunk⌉ chunk⟩, i = g·chunk + c */
                 int32_t cn = moac_imin32(chunk, -(chunk * g) + moac_imin32(n_, s_) + moac_imin32(w_, moac_imax32(0, n_ - s_)));
                 float mg = -INFINITY;
                 #pragma acc loop seq
@@ -252,7 +252,7 @@ int moac_decode_sinks_device(const float *restrict q_, const float *restrict K_,
     } else {
         /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
         #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_p, moac_z_part, K_, V_, q_)
-        for (int64_t g = 0; g < (moac_imin(n_, s_) + moac_imin(w_, moac_imax(0, n_ - s_))) / chunk + ((moac_imin(n_, s_) + moac_imin(w_, moac_imax(0, n_ - s_))) % chunk != 0); ++g) {  /* lifted token axis: ⟨Min(n, s) + Min(w, Max(0, n - s))⟩ → ⟨⌈Min(n, s) + Min(w, Max(0, n - s))/chunk⌉ chunk⟩, i = g·chunk + c */
+        for (int64_t g = 0; g < (moac_imin(n_, s_) + moac_imin(w_, moac_imax(0, n_ - s_))) / chunk + ((moac_imin(n_, s_) + moac_imin(w_, moac_imax(0, n_ - s_))) % chunk != 0); ++g) {  /* lifted token axis: ⟨min(n, s) + min(w, max(0, n - s))⟩ → ⟨⌈min(n, s) + min(w, max(0, n - s))/chunk⌉ chunk⟩, i = g·chunk + c */
             int64_t cn = moac_imin(chunk, -(chunk * g) + moac_imin(n_, s_) + moac_imin(w_, moac_imax(0, n_ - s_)));
             float mg = -INFINITY;
             #pragma acc loop seq

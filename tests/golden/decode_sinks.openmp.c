@@ -75,7 +75,7 @@ int moac_decode_sinks_with_workspace(const float *restrict q_, const float *rest
     (void)ws_off;
     /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
     #pragma omp parallel for schedule(static)
-    for (int64_t g = 0; g < (moac_imin(n_, s_) + moac_imin(w_, moac_imax(0, n_ - s_))) / chunk + ((moac_imin(n_, s_) + moac_imin(w_, moac_imax(0, n_ - s_))) % chunk != 0); ++g) {  /* lifted token axis: ⟨Min(n, s) + Min(w, Max(0, n - s))⟩ → ⟨⌈Min(n, s) + Min(w, Max(0, n - s))/chunk⌉ chunk⟩, i = g·chunk + c */
+    for (int64_t g = 0; g < (moac_imin(n_, s_) + moac_imin(w_, moac_imax(0, n_ - s_))) / chunk + ((moac_imin(n_, s_) + moac_imin(w_, moac_imax(0, n_ - s_))) % chunk != 0); ++g) {  /* lifted token axis: ⟨min(n, s) + min(w, max(0, n - s))⟩ → ⟨⌈min(n, s) + min(w, max(0, n - s))/chunk⌉ chunk⟩, i = g·chunk + c */
         int64_t cn = moac_imin(chunk, -(chunk * g) + moac_imin(n_, s_) + moac_imin(w_, moac_imax(0, n_ - s_)));
         float mg = -INFINITY;
         for (int64_t c = 0; c < cn; ++c) {  /* pass 1: token i = g·chunk + c, score and chunk maximum */

@@ -70,7 +70,7 @@ int moac_decode_window_with_workspace(const float *restrict q_, const float *res
     ws_off += (sizeof(float) * (size_t)(chunk * (moac_imin(n_, w_) / chunk + (moac_imin(n_, w_) % chunk != 0))) + 255) / 256 * 256;
     (void)ws_off;
     /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
-    for (int64_t g = 0; g < moac_imin(n_, w_) / chunk + (moac_imin(n_, w_) % chunk != 0); ++g) {  /* lifted token axis: ⟨Min(n, w)⟩ → ⟨⌈Min(n, w)/chunk⌉ chunk⟩, i = g·chunk + c */
+    for (int64_t g = 0; g < moac_imin(n_, w_) / chunk + (moac_imin(n_, w_) % chunk != 0); ++g) {  /* lifted token axis: ⟨min(n, w)⟩ → ⟨⌈min(n, w)/chunk⌉ chunk⟩, i = g·chunk + c */
         int64_t cn = moac_imin(chunk, -(chunk * g) + moac_imin(n_, w_));
         float mg = -INFINITY;
         for (int64_t cq = 0; cq < cn / 4; ++cq) {  /* pass 1: tokens g·chunk + 4·cq + u, u < 4: scores and chunk maximum */

@@ -121,7 +121,7 @@ int moac_decode_window_device(const float *restrict q_, const float *restrict K_
             (void)n_; (void)w_; (void)dk_; (void)dv_; (void)chunk;
             /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
             #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_p, moac_z_part, K_, V_, q_)
-            for (int32_t g = 0; g < moac_imin32(n_, w_) / chunk + (moac_imin32(n_, w_) % chunk != 0); ++g) {  /* lifted token axis: ⟨Min(n, w)⟩ → ⟨⌈Min(n, w)/chunk⌉ chunk⟩, i = g·chunk + c */
+            for (int32_t g = 0; g < moac_imin32(n_, w_) / chunk + (moac_imin32(n_, w_) % chunk != 0); ++g) {  /* lifted token axis: ⟨min(n, w)⟩ → ⟨⌈min(n, w)/chunk⌉ chunk⟩, i = g·chunk + c */
                 int32_t cn = moac_imin32(chunk, -(chunk * g) + moac_imin32(n_, w_));
                 float mg = -INFINITY;
                 #pragma acc loop seq
@@ -263,7 +263,7 @@ int moac_decode_window_device(const float *restrict q_, const float *restrict K_
     } else {
         /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
         #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_p, moac_z_part, K_, V_, q_)
-        for (int64_t g = 0; g < moac_imin(n_, w_) / chunk + (moac_imin(n_, w_) % chunk != 0); ++g) {  /* lifted token axis: ⟨Min(n, w)⟩ → ⟨⌈Min(n, w)/chunk⌉ chunk⟩, i = g·chunk + c */
+        for (int64_t g = 0; g < moac_imin(n_, w_) / chunk + (moac_imin(n_, w_) % chunk != 0); ++g) {  /* lifted token axis: ⟨min(n, w)⟩ → ⟨⌈min(n, w)/chunk⌉ chunk⟩, i = g·chunk + c */
             int64_t cn = moac_imin(chunk, -(chunk * g) + moac_imin(n_, w_));
             float mg = -INFINITY;
             #pragma acc loop seq

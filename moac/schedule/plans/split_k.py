@@ -9,6 +9,7 @@ generic plan.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import sympy as sp
@@ -36,19 +37,33 @@ NAME = "split-K"
 class Match:
     stmts: tuple        # the statements the kernels compute
     attn: SoftmaxContraction
-    updates: tuple      # statements left to the generic plan
+    updates: tuple      # statements left to the generic plan, after the contraction
+    before: tuple = ()  # stored temporaries the contraction reads (a projection q = Wq +.× x): generic, first
 
 
 def match(stmts: tuple, ctx, opts):
     if opts.mapping != "auto":
         return f"mapping {opts.mapping!r} asks for the generic plan"
-    attn = match_softmax(tuple(st for st in stmts if st.role != "update"))
+    core = tuple(st for st in stmts if st.role != "update")
+    attn, before = match_softmax(core), ()
+    temps = [st for st in core if st.role == "temp"]
+    if isinstance(attn, str) and len(temps) > 2:
+        # the maximum and the sum are two of the temporaries; the others, which read neither,
+        # are computed before the contraction by the generic plan
+        for m, z in itertools.permutations(temps, 2):
+            rest = tuple(t for t in temps if t is not m and t is not z)
+            if any(r.array in (m.name, z.name) for t in rest for r in reads(t.body)):
+                continue
+            got = match_softmax(tuple(st for st in core if st not in rest))
+            if not isinstance(got, str):
+                attn, before = got, rest
+                break
     if isinstance(attn, str):
         return attn
     if has_data(attn.N) and upper_bound(attn.N, bounds(ctx.dnf.program)) is None:
         return (f"the token axis's extent {fmt_index(attn.N)} is read from data with no bound the program states "
                 "(a take count within an axis gives one), so the chunks cannot be laid out")
-    return Match(stmts, attn, tuple(st for st in stmts if st.role == "update"))
+    return Match(stmts, attn, tuple(st for st in stmts if st.role == "update"), before)
 
 
 def describe(m: Match) -> str:
@@ -84,6 +99,7 @@ def kv_group(W, frame: list, frame_ext: tuple):
 
 def schedule(ctx, m: Match, opts) -> None:
     at = m.attn
+    generic.statements(ctx, m.before)
     _partials_and_combine(ctx, at, opts)
     generic.statements(ctx, m.updates)
     for t in (at.m, at.z):
@@ -180,7 +196,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
         loops, gang_body = [dense[0]] + [x for x in loops if x[0] not in (g, dense[1])], dense[2]
     nest = gang_nest(loops, gang_body)
     domain = tuple(zip(gang_frame, gang_ext)) + ((g, G), (l, Nd)) + tuple(zip(rest, rest_ext))
-    ctx.kernels.append(Kernel("k1_partials", "per-chunk partials of the softmax contraction (max, sum, weighted sum)"
+    ctx.kernels.append(Kernel(f"k{len(ctx.kernels) + 1}_partials", "per-chunk partials of the softmax contraction (max, sum, weighted sum)"
                               + (f", {M} heads per gang" if M > 1 else ""), domain, nest))
 
     # ---- kernel 2: the lse fold of the chunk partials, lanes over the partials g and
@@ -230,7 +246,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
         body4 = fold + (Store(at.out.name, tuple(at.out.vars), tuple(at.out.vars), value),) + _row_stores(ctx, at, names)
     nest2 = gang_nest(loops2, body4) if loops2 else (Serial(body4),)
     domain2 = tuple(zip(frame, frame_ext)) + ((g, G),) + tuple(zip(rest, rest_ext))
-    ctx.kernels.append(Kernel("k2_combine", "log-sum-exp merge of the chunk partials"
+    ctx.kernels.append(Kernel(f"k{len(ctx.kernels) + 1}_combine", "log-sum-exp merge of the chunk partials"
                               + "".join(f", {r.name}" for r in at.rows), domain2, nest2))
 
 
