@@ -90,9 +90,13 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("dnf", help="print the Denotational Normal Form")
     common(p, target=False)
     p.add_argument("--trace", action="store_true", help="print each rewrite with the rule that fired")
+    p.add_argument("--latex", action="store_true",
+                   help="print a standalone LaTeX document (pdflatex, amsmath) of the DNF and its ψ-reduction trace")
 
     p = sub.add_parser("onf", help="print the Operational Normal Form")
     common(p)
+    p.add_argument("--latex", action="store_true",
+                   help="print a standalone LaTeX document (pdflatex, amsmath) of the ONF's summary")
 
     p = sub.add_parser("compile", help="emit C")
     common(p)
@@ -248,9 +252,15 @@ def _write_c(out: str | None, src: str) -> None:
 def _command(prog, args, sizes: dict, ap, key) -> int:
     from . import timing
     _check_sizes(prog, sizes, ap, args.cmd)
+    if getattr(args, "latex", False) and args.json:
+        ap.error("--latex and --json exclude each other")
     if args.cmd == "dnf":
         from .dnf import format_trace
         d = prog.dnf()
+        if args.latex:
+            from .latex import dnf_document
+            sys.stdout.write(dnf_document(d, sizes))
+            return 0
         if args.json:
             from . import as_json
             print(json.dumps(as_json.dnf(prog, d, sizes, args.trace), ensure_ascii=False, indent=2))
@@ -263,6 +273,10 @@ def _command(prog, args, sizes: dict, ap, key) -> int:
     if args.cmd == "onf":
         from .commands import options
         o = prog.onf(**options(args, sizes))
+        if args.latex:
+            from .latex import onf_document
+            sys.stdout.write(onf_document(o))
+            return 0
         if args.json:
             from . import as_json
             print(json.dumps(as_json.onf(prog, o), ensure_ascii=False, indent=2))

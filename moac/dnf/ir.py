@@ -97,6 +97,10 @@ class DNF:
         from ..show import html
         return html(repr(self), str(self))
 
+    def _repr_latex_(self) -> str:                          # Jupyter: the statements as math
+        from ..latex import dnf_fragment
+        return dnf_fragment(self)
+
 
 def index_var(name: str) -> sp.Symbol:
     """An index variable: the same kind of symbol as a size (integer, non-negative), so an
