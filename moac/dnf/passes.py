@@ -2,9 +2,12 @@
 plan asks for.  Each is a pure function of DNF statements."""
 from __future__ import annotations
 
+import math
+
 import sympy as sp
 
-from .ir import DOp, DRead, DReduce, DSelect, DStmt
+from ..front.core import provably
+from .ir import DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt
 from .walk import canonical_key, free_index_vars
 
 
@@ -127,6 +130,87 @@ def materialise(stmts: list[DStmt], avoid: tuple = ()) -> list[DStmt]:
         emit_deps(body)
         result.append(DStmt(st.name, st.vars, st.shape, body, st.role))
     return result
+
+
+def pull_factors(e, sizes: frozenset, log=None):
+    """Σ_v (a × c ÷ d) = (Σ_v a) × c ÷ d for factors c, d built from constants and the
+    `sizes` alone (3, √dk): each is applied once instead of once per step.  `log(before,
+    after)` is told of every rewrite."""
+    const = lambda f: _constant(f, sizes)                       # noqa: E731
+    divisor = lambda f: _constant(f, sizes) and _positive(f)    # noqa: E731
+    match e:
+        case DReduce(op=op, var=v, extent=ext, body=b):
+            b = pull_factors(b, sizes, log)
+            if op == "add" and isinstance(b, DOp) and b.op in ("mul", "div"):
+                num, den = _factor_list(b, [], [])
+                out_num = [f for f in num if const(f)]
+                out_den = [f for f in den if divisor(f)]
+                keep_num = [f for f in num if not const(f)]
+                keep_den = [f for f in den if not divisor(f)]
+                if (out_num or out_den) and keep_num:
+                    inner = _rebuild(keep_num, keep_den)
+                    new = _rebuild([DReduce(op, v, ext, inner)] + out_num, out_den)
+                    if log is not None:
+                        log(DReduce(op, v, ext, b), new)
+                    return new
+            return DReduce(op, v, ext, b)
+        case DOp(op=op, args=args):
+            return DOp(op, tuple(pull_factors(a, sizes, log) for a in args))
+        case DSelect(cond=c, then=t, other=o):
+            return DSelect(c, pull_factors(t, sizes, log), pull_factors(o, sizes, log))
+    return e
+
+
+def _factor_list(e, num: list, den: list):
+    match e:
+        case DOp(op="mul", args=(a, b)):
+            _factor_list(a, num, den)
+            _factor_list(b, num, den)
+        case DOp(op="div", args=(a, b)):
+            _factor_list(a, num, den)
+            _factor_list(b, den, num)
+        case _:
+            num.append(e)
+    return num, den
+
+
+def _constant(e, sizes: frozenset) -> bool:
+    """A finite value built from constants and sizes alone (no read, no index variable, no
+    reduction), so that Σ_v (a × c) and (Σ_v a) × c agree also where the sum is empty."""
+    match e:
+        case DConst(value=v):
+            return math.isfinite(v)
+        case DIndex(expr=x):
+            return sp.sympify(x).free_symbols <= sizes
+        case DOp(op=op, args=args) if op in ("add", "sub", "mul", "neg", "sqrt"):
+            return all(_constant(a, sizes) for a in args)
+    return False
+
+
+def _positive(e, strict: bool = True) -> bool:
+    """A divisor that is > 0 (with `strict`; else ≥ 0) for every size (a size may be 0: √n
+    is not a divisor to take out, √(n + 1) is)."""
+    match e:
+        case DConst(value=v):
+            return v > 0 if strict else v >= 0
+        case DIndex(expr=x):
+            return provably(sp.Gt(x, 0) if strict else sp.Ge(x, 0))
+        case DOp(op="mul", args=args):
+            return all(_positive(a, strict) for a in args)
+        case DOp(op="add", args=args):
+            return all(_positive(a, False) for a in args) and (not strict or any(_positive(a) for a in args))
+        case DOp(op="sqrt", args=(a,)):
+            return _positive(a, strict)
+    return False
+
+
+def _rebuild(num: list, den: list):
+    out = num[0]
+    for f in num[1:]:
+        out = DOp("mul", (out, f))
+    for f in den:
+        out = DOp("div", (out, f))
+    return out
 
 
 def hoist_guards(stmts: tuple) -> tuple:

@@ -20,6 +20,7 @@ from ..errors import RewriteError
 from ..ops import OPS, RIGHT_FOLDS
 from .ir import (DNF, DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt, TraceStep, fmt_index, fmt_num,
                  fmt_vec, format_expr, index_var)
+from .passes import pull_factors
 from .reshape import reshape_index, simplify_index
 from .verify import verify_dnf
 from .walk import at_sizes, canonical_key, flops, free_index_vars, has_reduce, map_children, reads, substitute
@@ -473,6 +474,9 @@ def to_dnf(program: C.CoreProgram) -> DNF:
             body = psi_reduce(node.arg, vars_, ctx)
             ctx.stmts.append(DStmt(name, vars_, node.shape, body, role))
     stmts = _share_temporaries(ctx)
+    sizes = frozenset(program.sizes) | frozenset(C.size_symbol(n) for n, _ in program.derived)
+    log = lambda before, after: ctx.trace.append(TraceStep("Σ-factor", format_expr(before), format_expr(after)))  # noqa: E731
+    stmts = tuple(DStmt(s.name, s.vars, s.shape, pull_factors(s.body, sizes, log), s.role) for s in stmts)
     d = DNF(program, stmts, tuple(ctx.trace), tuple(ctx.notes.items()))
     if os.environ.get("MOAC_VERIFY") == "1":
         verify_dnf(d)

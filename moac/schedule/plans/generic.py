@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import sympy as sp
 
 from ... import ops
-from ...dnf import DReduce, DStmt, fmt_index, reads
-from ...dnf import children
+from ...dnf import DRead, DReduce, DStmt, fmt_index, reads
+from ...dnf import children, map_children
 from ...dnf.passes import materialise
 from ..index import gamma, internal, lane_diff, narrow_update, size_key
 from ..ir import Buffer, Const, Kernel, Let, LetIndex, Lift, Local, Loop, Op, Serial, Scope, Set, Store, Guard
@@ -22,6 +22,7 @@ from ..lower import Names, lower, read
 NAME = "generic"
 VECTOR = 32            # lanes of a vector loop
 REDUCE_GANGS = 256     # gangs for a lifted scalar reduction
+SMALL_REDUCTION = 4096  # a scalar reduction over at most this many steps runs in one gang
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,23 @@ def statements(ctx, stmts, naive: bool = False) -> None:
             _array(ctx, st, body, shape, {v: ctx.spec(x) for v, x in starts.items()}, naive)
         elif isinstance(body, DReduce):
             _scalar_reduction(ctx, st, body)
+        elif outer_reductions(body, []):        # a scalar of reductions ((Σ x) × 3): each reduced on its own
+            done = {}
+            for k, r in enumerate(outer_reductions(body, []), start=1):
+                part = f"@{st.name}_r{k}"
+                ctx.add_buffer(part, "scratch", ())
+                _scalar_reduction(ctx, DStmt(part, (), (), r, "temp"), r)
+                done[id(r)] = DRead(part, ())
+            _serial(ctx, st, _replace(body, done))
         else:
             _serial(ctx, st, body)
+
+
+def _replace(e, done: dict):
+    """e with each node whose id is in `done` replaced by done[id]."""
+    if id(e) in done:
+        return done[id(e)]
+    return map_children(e, lambda c: _replace(c, done))
 
 
 def outer_reductions(e, out):
@@ -134,10 +150,23 @@ def _array(ctx, st: DStmt, body, shape, starts: dict, naive: bool):
 
 
 def _scalar_reduction(ctx, st: DStmt, red: DReduce):
-    """A rank-0 reduction over a long axis: per-gang partials, then a combine step."""
+    """A rank-0 reduction over a long axis: per-gang partials, then a combine step; over an
+    extent known to be at most SMALL_REDUCTION, one gang whose lanes reduce it (splitting a
+    few elements across 256 gangs and combining the partials would cost more than it saves)."""
     op, v, ext = red.op, red.var, red.extent
+    base = st.name.lstrip("@")                 # an internal scratch scalar (@y_r1) names its kernels y_r1
+    small = sp.sympify(ctx.spec(ext))
+    if small.is_Integer and int(small) <= SMALL_REDUCTION:
+        names = Names()
+        pre, x = lower(red, names, vector_var=v)
+        g = internal("g")
+        code = gang_nest([(g, sp.Integer(1), f"one gang: the extent {fmt_index(small)} ≤ {SMALL_REDUCTION} is "
+                           "too small to split", sp.Integer(0))], tuple(pre) + (Store(st.name, (), (), x),))
+        ctx.kernels.append(Kernel(f"k{len(ctx.kernels) + 1}_{base}", f"{base}: {ops.red_symbol(op)} over "
+                                  f"{v.name} in one gang, lanes over {v.name}", ((g, sp.Integer(1)),), code))
+        return
     G = REDUCE_GANGS
-    part = f"@{st.name}_part"
+    part = f"@{base}_part"
     ctx.add_buffer(part, "scratch", (sp.Integer(G),))
     names = Names()
     chunk = sp.ceiling(ext / G)
@@ -153,14 +182,14 @@ def _scalar_reduction(ctx, st: DStmt, red: DReduce):
     gang_body = (Let(acc, Const(ops.identity(op))), lane, Store(part, (g,), (g,), Local(acc)))
     code = (Scope((LetIndex(cname, chunk),
                    Loop(g, sp.Integer(G), "gang", gang_body, note=f"gang g < {G}: one partial {sym} per gang"))),)
-    ctx.kernels.append(Kernel(f"k{len(ctx.kernels) + 1}_{st.name}_partials",
-                              f"{st.name}: per-gang partial {sym} over {v.name}", ((v, ext), (g, sp.Integer(G))), code))
+    ctx.kernels.append(Kernel(f"k{len(ctx.kernels) + 1}_{base}_partials",
+                              f"{base}: per-gang partial {sym} over {v.name}", ((v, ext), (g, sp.Integer(G))), code))
     comb = (Let("acc0", Const(ops.identity(op))),
             Loop(g, sp.Integer(G), "seq", (Set("acc0", Op(op, (Local("acc0"), read(part, (g,))))),),
                  note=f"combine the {G} partials"),
             Store(st.name, (), (), Local("acc0")))
-    ctx.kernels.append(Kernel(f"k{len(ctx.kernels) + 1}_{st.name}_combine",
-                              f"{st.name}: combine the per-gang partials", ((g, sp.Integer(G)),), (Serial(comb),)))
+    ctx.kernels.append(Kernel(f"k{len(ctx.kernels) + 1}_{base}_combine",
+                              f"{base}: combine the per-gang partials", ((g, sp.Integer(G)),), (Serial(comb),)))
 
 
 def _serial(ctx, st: DStmt, body):

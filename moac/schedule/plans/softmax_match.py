@@ -60,6 +60,28 @@ def _product(xs: list):
     return out
 
 
+def _outside(body, temps: dict):
+    """The output's Σ with what multiplies it from outside: ((Σ_l e_l·W_l) ÷ z, the
+    normalisation outside the sum) -> (Σ, z's read); constant factors outside (the DNF
+    takes them out of a sum: (Σ_l …) × 2) go back into the summand, as factors of the
+    weights (read nothing, they do not depend on l).  Anything else: (body, None), for
+    the caller to refuse."""
+    num, den = _factors(body, [], [])
+    sums = [f for f in num if isinstance(f, DReduce) and f.op == "add"]
+    zs = [f for f in den if isinstance(f, DRead) and f.array in temps]
+    rest_num = [f for f in num if not any(f is x for x in sums)]
+    rest_den = [f for f in den if not any(f is x for x in zs)]
+    if len(sums) != 1 or len(zs) > 1 or any(reads(f) for f in rest_num + rest_den):
+        return body, None
+    if not rest_num and not rest_den:
+        return sums[0], (zs[0] if zs else None)
+    s = sums[0]
+    summand = _product([s.body] + rest_num)
+    for f in rest_den:
+        summand = DOp("div", (summand, f))
+    return DReduce(s.op, s.var, s.extent, summand), (zs[0] if zs else None)
+
+
 def _split_terms(body, temps: dict):
     """exp(E − m) · W (÷ z) → (E, m read, W, z read or None), or a reason."""
     num, den = _factors(body, [], [])
@@ -96,9 +118,7 @@ def match_softmax(stmts: tuple):
     if len(temps) != 2:
         return f"{len(temps)} stored temporaries, not the two of a softmax (its maximum and its sum)"
     out = outs[0]
-    body, zr = out.body, None
-    if isinstance(body, DOp) and body.op == "div" and isinstance(body.args[1], DRead) and body.args[1].array in temps:
-        body, zr = body.args                        # (Σ_l e_l·W_l) ÷ z
+    body, zr = _outside(out.body, temps)
     if not (isinstance(body, DReduce) and body.op == "add"):
         return f"output {out.name} is not a Σ over one axis (nor such a Σ divided by a stored sum)"
     l, N = body.var, body.extent
