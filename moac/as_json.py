@@ -48,7 +48,7 @@ def dnf(prog, d, sizes: dict, trace: bool = False) -> dict:
 
 
 def onf(prog, o) -> dict:
-    from .schedule.onf import shown
+    from .show import shown
     s, c = o.schedule, o.counts
     return {"schema": SCHEMA, "stage": "onf", "file": prog.source.filename, "target": o.target,
             "plan": o.plan, "declined": [{"plan": n, "why": w} for n, w in o.declined],

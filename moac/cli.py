@@ -274,7 +274,7 @@ def _command(prog, args, sizes: dict, ap, key) -> int:
         from .commands import options
         o = prog.onf(**options(args, sizes))
         if args.latex:
-            from .latex import onf_document
+            from .latex_onf import onf_document
             sys.stdout.write(onf_document(o))
             return 0
         if args.json:

@@ -6,6 +6,11 @@ from __future__ import annotations
 from html import escape
 
 
+def shown(name: str) -> str:
+    """A buffer's name in the dumps (an internal scratch buffer's leading @ dropped)."""
+    return name.lstrip("@")
+
+
 def pretty(obj, p, cycle: bool, dump: str) -> None:
     """IPython's pretty protocol: the full dump, or the one-line repr inside a cycle."""
     p.text(repr(obj) if cycle else dump)

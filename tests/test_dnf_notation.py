@@ -29,8 +29,10 @@ def test_index_expressions_print_in_moa_notation(expr, text):
     assert show_expr(expr) == text
 
 
-def test_no_sympy_function_name_leaks_into_any_dump():
-    for path in sorted(EXAMPLES.glob("*.moa")):
+def test_no_sympy_function_name_leaks_into_the_dumps():
+    """The examples whose indices hold a floor, a remainder, a minimum or a maximum."""
+    for name in ("decode_gqa", "decode_paged", "decode_sinks", "decode_window", "reshape"):
+        path = EXAMPLES / f"{name}.moa"
         prog = moac.load(path)
         for text in (str(prog.dnf()), str(prog.onf())):
             for word in ("floor(", "Mod(", "Min(", "Max(", "ceiling("):

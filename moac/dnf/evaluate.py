@@ -10,7 +10,8 @@ import sympy as sp
 from ..front.data import INDEX_DTYPES, evaluate as evaluate_data
 from ..front.interp import bind_sizes
 from ..ops import OPS
-from .ir import DNF, DConst, DIndex, DOp, DRead, DReduce, DSelect
+from .form import DNF
+from .ir import DConst, DIndex, DOp, DRead, DReduce, DSelect
 
 
 def evaluate_dnf(d: DNF, arrays: dict, sizes: dict | None = None) -> dict:

@@ -18,7 +18,8 @@ from ..front import core as C
 from ..front.data import has_data
 from ..errors import RewriteError
 from ..ops import OPS, RIGHT_FOLDS
-from .ir import (DNF, DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt, TraceStep, fmt_index, fmt_num,
+from .form import DNF
+from .ir import (DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt, TraceStep, fmt_index, fmt_num,
                  fmt_vec, format_expr, index_var)
 from .passes import pull_factors
 from .reshape import reshape_index, simplify_index

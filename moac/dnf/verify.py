@@ -10,7 +10,8 @@ import sympy as sp
 
 from ..front.core import provably
 from ..ops import OPS, REDUCIBLE
-from .ir import DNF, DOp, DRead, DReduce, DStmt, fmt_index, fmt_vec, format_expr
+from .form import DNF
+from .ir import DOp, DRead, DReduce, DStmt, fmt_index, fmt_vec, format_expr
 from .walk import children, free_index_vars
 
 

@@ -49,11 +49,6 @@ def mangle(name: str) -> str:
     return name + "_"
 
 
-def shown(name: str) -> str:
-    """A buffer's name in the dumps."""
-    return name.lstrip("@")
-
-
 _DATA_SHAPES: dict = {}      # integer input -> its shape, for the unit being frozen (set by to_cunit)
 _DATA_DTYPES: dict = {}      # integer input -> i32 or i64
 _USED: set = set()           # the optional helpers freeze called

@@ -13,7 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sympy as sp
-from ..front.data import has_data
+from sympy.core.function import AppliedUndef
+
+from ..front.core import source_ops
+from ..front.data import bounds, has_data
 
 from .. import ops
 from ..dtypes import BYTES as DTYPE_BYTES
@@ -271,3 +274,44 @@ def count(s: Schedule) -> Counts:
     flops = sp.expand(sum((k.flops for k in ks), sp.Integer(0)))
     gangs = sp.expand(sum((k.gang_traffic for k in ks), sp.Integer(0)))
     return Counts(ks, traffic, minimum(s), flops, gangs)
+
+
+# --------------------------------------------------------------------------- against the source program
+
+
+def source_count(s: Schedule, c: Counts) -> tuple:
+    """(the source program's operation count at the schedule's fixed sizes, the term of the
+    kernels' flops that no term of it bounds, or None)."""
+    prog = s.dnf.program
+    src = source_ops(prog)
+    if s.fixed:
+        src = src.xreplace({sp.Symbol(k, integer=True, nonnegative=True): v for k, v in s.fixed.items()})
+    return src, repeated_work(c.flops, src, set(prog.size_names()), bounds(prog))
+
+
+def repeated_work(flops, ops, sizes: set, data_bounds: dict) -> str:
+    """A term of the kernels' flops that no term of the source's operation count bounds
+    (n·dm·dk against dm·dk + n·dk: a value recomputed under a loop it does not depend on);
+    None when every term is bounded.  The counts are compared as polynomials in the
+    sizes: an element of integer data at its bound (`lens[b]` at N: the kernels' counts run
+    over the bound), ⌈x⌉ as x, min and max as the sum of their arguments, and what is not
+    a size (the run-time chunk) as a constant."""
+    def poly(e):
+        e = sp.sympify(e)
+        e = e.xreplace({r: data_bounds.get(r.func.__name__, r) for r in e.atoms(AppliedUndef)}).doit()
+        e = e.replace(lambda x: isinstance(x, (sp.ceiling, sp.floor)), lambda x: x.args[0])
+        e = e.replace(lambda x: isinstance(x, (sp.Min, sp.Max)), lambda x: sp.Add(*x.args))
+        e = e.xreplace({x: 64 for x in e.free_symbols if x.name not in sizes})
+        return sp.Poly(sp.expand(e), *sorted((x for x in e.free_symbols), key=lambda x: x.name))
+
+    try:
+        pf, po = poly(flops), poly(ops)
+    except (sp.PolynomialError, sp.GeneratorsNeeded, TypeError, ValueError):
+        return None
+    gens = pf.gens
+    own = [dict(zip(po.gens, m)) for m in po.monoms()]
+    for m in pf.monoms():
+        want = dict(zip(gens, m))
+        if not any(all(e <= o.get(g, 0) for g, e in want.items()) for o in own):
+            return sp.Mul(*(g ** e for g, e in want.items()))
+    return None

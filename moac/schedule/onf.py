@@ -5,18 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sympy as sp
-from sympy.core.function import AppliedUndef
 
 from ..dnf import fmt_index, format_stmt
-from ..front.core import show_shape, source_ops
-from ..front.data import bounds
-from .counts import Counts
+from ..front.core import show_shape
+from ..show import shown
+from .counts import Counts, source_count
 from .ir import Schedule
-
-
-def shown(name: str) -> str:
-    """A buffer's name in the dumps."""
-    return name.lstrip("@")
 
 
 @dataclass(frozen=True)
@@ -44,7 +38,7 @@ class ONF:
         return html(repr(self), str(self), table(("count", "per call"), rows))
 
     def _repr_latex_(self) -> str:                          # Jupyter: the plan, statements and counts as math
-        from ..latex import onf_fragment
+        from ..latex_onf import onf_fragment
         return onf_fragment(self)
 
     # the Schedule's and the counts' parts, by the names the ONF has always used
@@ -71,34 +65,6 @@ class ONF:
     @property
     def ctype(self) -> str:
         return "double" if self.schedule.dtype == "f64" else "float"
-
-
-def repeated_work(flops, ops, sizes: set, data_bounds: dict) -> str:
-    """A term of the kernels' flops that no term of the source's operation count bounds
-    (n·dm·dk against dm·dk + n·dk: a value recomputed under a loop it does not depend on),
-    as text; '' when every term is bounded.  The counts are compared as polynomials in the
-    sizes: an element of integer data at its bound (`lens[b]` at N: the kernels' counts run
-    over the bound), ⌈x⌉ as x, min and max as the sum of their arguments, and what is not
-    a size (the run-time chunk) as a constant."""
-    def poly(e):
-        e = sp.sympify(e)
-        e = e.xreplace({r: data_bounds.get(r.func.__name__, r) for r in e.atoms(AppliedUndef)}).doit()
-        e = e.replace(lambda x: isinstance(x, (sp.ceiling, sp.floor)), lambda x: x.args[0])
-        e = e.replace(lambda x: isinstance(x, (sp.Min, sp.Max)), lambda x: sp.Add(*x.args))
-        e = e.xreplace({x: 64 for x in e.free_symbols if x.name not in sizes})
-        return sp.Poly(sp.expand(e), *sorted((x for x in e.free_symbols), key=lambda x: x.name))
-
-    try:
-        pf, po = poly(flops), poly(ops)
-    except (sp.PolynomialError, sp.GeneratorsNeeded, TypeError, ValueError):
-        return ""
-    gens = pf.gens
-    own = [dict(zip(po.gens, m)) for m in po.monoms()]
-    for m in pf.monoms():
-        want = dict(zip(gens, m))
-        if not any(all(e <= o.get(g, 0) for g, e in want.items()) for o in own):
-            return fmt_index(sp.Mul(*(g ** e for g, e in want.items())))
-    return ""
 
 
 def format_onf(o: ONF) -> str:
@@ -161,13 +127,10 @@ def format_onf(o: ONF) -> str:
     else:
         L.append(f"verdict        NOT minimal: {fmt_index(sp.factor(c.traffic - c.minimum))} bytes over the minimum")
     L.append(f"flops          {fmt_index(sp.factor(c.flops))}")
-    src = source_ops(prog)
-    if s.fixed:
-        src = src.xreplace({sp.Symbol(k, integer=True, nonnegative=True): v for k, v in s.fixed.items()})
+    src, grows = source_count(s, c)
     L.append(f"source ops     {fmt_index(sp.factor(src))} (the program's operations, each named array evaluated once)")
-    grows = repeated_work(c.flops, src, set(prog.size_names()), bounds(prog))
-    if grows:
-        L.append(f"⚠ repeated work: the kernels' flops have a term {grows} that no term of the program's "
+    if grows is not None:
+        L.append(f"⚠ repeated work: the kernels' flops have a term {fmt_index(grows)} that no term of the program's "
                  "operations bounds (a value recomputed under a loop it does not depend on?)")
     for n in s.notes:
         L.append(f"note: {n}")
