@@ -30,6 +30,7 @@ SIZES = {
     "take_reverse": dict(n=33, m=129), "transpose": dict(n=33, m=5, p=31),
     "attention_forward": dict(m=3, n=130, dk=33, dv=40), "decode_window": dict(n=300, w=129, dk=33, dv=65),
     "decode_gqa": dict(hkv=2, g=3, n=130, dk=33, dv=40), "decode_step": dict(N=300, n=129, dk=33, dv=65),
+    "decode_layer": dict(N=300, n=129, dm=257, dk=128),
     "decode_gqa_batched": dict(B=2, hkv=2, g=3, n=1000, dk=128, dv=128),
     "decode_gqa_fp8": dict(B=2, hkv=2, g=3, n=1000, dk=128, dv=128),
     "decode_gqa_fp8_head": dict(B=2, hkv=2, g=3, n=1000, dk=128, dv=128),

@@ -53,10 +53,11 @@ SIZES = {
                    dict(hkv=3, g=1, n=17, dk=128, dv=128), dict(hkv=1, g=5, n=40, dk=16, dv=8)],
 }
 # The first size set of an example (default: moac's 13 for every size) where 13 does not fit.
-BASE = {"decode_step": dict(N=20, n=13), "decode_paged": dict(B=3, P=9, maxp=4)}
+BASE = {"decode_step": dict(N=20, n=13), "decode_layer": dict(N=20, n=13), "decode_paged": dict(B=3, P=9, maxp=4)}
 # ragged and paged: one sequence of one token, and pages of 1 and of 16 tokens
 SIZES["decode_ragged"] = [dict(B=1, hkv=1, g=1, N=1, dk=1, dv=1)]
 SIZES["decode_paged"] = [dict(B=2, hkv=1, g=4, P=7, page=1, maxp=9, d=8), dict(B=2, hkv=2, g=2, P=5, page=16, maxp=2, d=33)]
+SIZES["decode_layer"] = [dict(N=1, n=0, dm=1, dk=1), dict(N=300, n=129, dm=70, dk=33)]
 SIZES["decode_step"] = [dict(N=1, n=0, dk=1, dv=1), dict(N=2, n=1, dk=1, dv=1), dict(N=300, n=129, dk=33, dv=65),
                         dict(N=130, n=129, dk=128, dv=128)]
 
@@ -78,6 +79,7 @@ FIXED = {
     "decode_softcap": dict(hkv=2, g=3, dk=33, dv=40, cap=30),
     "decode_gqa": dict(hkv=2, g=3, dk=33, dv=40),
     "decode_step": dict(N=40, dk=33, dv=65),
+    "decode_layer": dict(N=40, dm=65, dk=33),
     "decode_ragged": dict(hkv=2, g=3, dk=33, dv=17),
     "decode_paged": dict(hkv=2, g=3, page=5, d=33),
 }

@@ -2,7 +2,7 @@
 depend on is stored once when the counts say so, the DNF dump says why, and `moac onf`
 sets the kernels' flops against the source program's operation count, warning when they
 outgrow it.  The acceptance case is a fused decode layer: projections of x by Wq, Wk and
-Wv, the append to the cache, attention."""
+Wv, the append to the cache, attention (examples/decode_layer.moa)."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,27 +12,9 @@ import sympy as sp
 import moac
 from moac.commands import random_inputs, reduction_length, tolerance
 from moac.dnf import rules
+from conftest import EXAMPLES
 
-LAYER = """\
--- a fused decode layer: the projections of x, the append to the cache, attention
-size N, n, dm, dk
-input Wq : f32 ⟨dk dm⟩
-input Wk : f32 ⟨dk dm⟩
-input Wv : f32 ⟨dk dm⟩
-input x : f32 ⟨dm⟩
-input Kc : f32 ⟨N dk⟩
-input Vc : f32 ⟨N dk⟩
-q = Wq +.× x
-k = Wk +.× x
-v = Wv +.× x
-K = (n △ Kc) # k
-V = (n △ Vc) # v
-a = softmax (q +.× ⍉K) ÷ √dk
-out = a +.× V
-update Kc ← K
-update Vc ← V
-output out
-"""
+LAYER = (EXAMPLES / "decode_layer.moa").read_text(encoding="utf-8")
 SIZES = dict(N=8192, n=4096, dm=4096, dk=128)
 
 
