@@ -7,7 +7,7 @@ import sympy as sp
 
 from .latex import _aligned, _preamble, _row, _stmt_math, _statements
 from .latex_math import MARK, count, index, moa, name, prose, shape, text, tt
-from .schedule.counts import source_count
+from .schedule.counts import distinct_accesses, source_count
 
 
 def _hang(indent: float, line: str) -> str:
@@ -21,12 +21,7 @@ def _kernel(k) -> list:
     L += [_hang(1.5 * lp.depth, rf"\textsf{{{text(lp.level)}}}\quad ${name(lp.var)} < {index(lp.extent)}$\quad "
                 + prose(lp.meaning)) for lp in k.loops]
     L += [r"\medskip", r"\textbf{Accesses}\par"]
-    seen = set()
-    for a in k.accesses:
-        key = (a.array, a.offset, a.write, a.lanes)
-        if key in seen:
-            continue
-        seen.add(key)
+    for a in distinct_accesses(k):
         lanes = rf"lanes over ${name(a.lanes)}$: \ensuremath{{\gamma}}-difference ${index(a.diff)}$ " \
                 rf"\ensuremath{{\to}} {prose(a.verdict)}" if a.lanes else "no vector lanes"
         L.append(_hang(0, rf"\textsf{{{'write' if a.write else 'read'}}}\quad ${name(shown(a.array))}[{moa(a.text)}]$"

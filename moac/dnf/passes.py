@@ -8,7 +8,7 @@ import sympy as sp
 
 from ..front.core import provably
 from .ir import DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt
-from .walk import canonical_key, free_index_vars
+from .walk import canonical_key, factor_list, free_index_vars
 
 
 def hoist_selects(e):
@@ -142,7 +142,7 @@ def pull_factors(e, sizes: frozenset, log=None):
         case DReduce(op=op, var=v, extent=ext, body=b):
             b = pull_factors(b, sizes, log)
             if op == "add" and isinstance(b, DOp) and b.op in ("mul", "div"):
-                num, den = _factor_list(b, [], [])
+                num, den = factor_list(b, [], [])
                 out_num = [f for f in num if const(f)]
                 out_den = [f for f in den if divisor(f)]
                 keep_num = [f for f in num if not const(f)]
@@ -159,19 +159,6 @@ def pull_factors(e, sizes: frozenset, log=None):
         case DSelect(cond=c, then=t, other=o):
             return DSelect(c, pull_factors(t, sizes, log), pull_factors(o, sizes, log))
     return e
-
-
-def _factor_list(e, num: list, den: list):
-    match e:
-        case DOp(op="mul", args=(a, b)):
-            _factor_list(a, num, den)
-            _factor_list(b, num, den)
-        case DOp(op="div", args=(a, b)):
-            _factor_list(a, num, den)
-            _factor_list(b, den, num)
-        case _:
-            num.append(e)
-    return num, den
 
 
 def _constant(e, sizes: frozenset) -> bool:

@@ -137,3 +137,18 @@ def at_sizes(e, value: int) -> float:
     e = sp.sympify(e)
     e = e.xreplace({r: value for r in e.atoms(AppliedUndef)})
     return float(sp.sympify(e.xreplace({s: value for s in e.free_symbols})).doit())
+
+
+def factor_list(e, num: list, den: list):
+    """Flatten a product/quotient into numerator and denominator factors (appended to the
+    lists given, which are returned)."""
+    match e:
+        case DOp(op="mul", args=(a, b)):
+            factor_list(a, num, den)
+            factor_list(b, num, den)
+        case DOp(op="div", args=(a, b)):
+            factor_list(a, num, den)
+            factor_list(b, den, num)
+        case _:
+            num.append(e)
+    return num, den

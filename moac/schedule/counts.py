@@ -276,6 +276,17 @@ def count(s: Schedule) -> Counts:
     return Counts(ks, traffic, minimum(s), flops, gangs)
 
 
+def distinct_accesses(k) -> list:
+    """A kernel's accesses as the dumps list them: one per (array, offset, write, lanes)."""
+    seen, out = set(), []
+    for a in k.accesses:
+        key = (a.array, a.offset, a.write, a.lanes)
+        if key not in seen:
+            seen.add(key)
+            out.append(a)
+    return out
+
+
 # --------------------------------------------------------------------------- against the source program
 
 

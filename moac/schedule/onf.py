@@ -9,7 +9,7 @@ import sympy as sp
 from ..dnf import fmt_index, format_stmt
 from ..front.core import show_shape
 from ..show import shown
-from .counts import Counts, source_count
+from .counts import Counts, distinct_accesses, source_count
 from .ir import Schedule
 
 
@@ -101,12 +101,7 @@ def format_onf(o: ONF) -> str:
         L.append("  mapping tree:")
         for lp in k.loops:
             L.append(f"  {'  ' * lp.depth}{lp.level:6} {lp.var} < {fmt_index(lp.extent)}   {lp.meaning}")
-        seen = set()
-        for a in k.accesses:
-            key = (a.array, a.offset, a.write, a.lanes)
-            if key in seen:
-                continue
-            seen.add(key)
+        for a in distinct_accesses(k):
             rw = "write" if a.write else "read "
             lanes = f"lanes over {a.lanes}: γ-difference {fmt_index(a.diff)} → {a.verdict}" if a.lanes else "no vector lanes"
             L.append(f"  {rw} {shown(a.array)}[{a.text}]   {lanes}")

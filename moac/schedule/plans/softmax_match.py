@@ -21,7 +21,7 @@ import sympy as sp
 
 from ...dnf import DOp, DRead, DReduce, DStmt, canonical_key, free_index_vars, reads
 from ...dnf import substitute
-from ...dnf.walk import has_reduce
+from ...dnf.walk import factor_list, has_reduce
 from ...front import core as C
 
 
@@ -39,20 +39,6 @@ class SoftmaxContraction:
     rows: tuple = ()      # outputs of m and z alone, indexed like them (a log-sum-exp m + log z)
 
 
-def _factors(e, num: list, den: list):
-    """Flatten a product/quotient into numerator and denominator factors."""
-    match e:
-        case DOp(op="mul", args=(a, b)):
-            _factors(a, num, den)
-            _factors(b, num, den)
-        case DOp(op="div", args=(a, b)):
-            _factors(a, num, den)
-            _factors(b, den, num)
-        case _:
-            num.append(e)
-    return num, den
-
-
 def _product(xs: list):
     out = xs[0]
     for x in xs[1:]:
@@ -66,7 +52,7 @@ def _outside(body, temps: dict):
     takes them out of a sum: (Σ_l …) × 2) go back into the summand, as factors of the
     weights (read nothing, they do not depend on l).  Anything else: (body, None), for
     the caller to refuse."""
-    num, den = _factors(body, [], [])
+    num, den = factor_list(body, [], [])
     sums = [f for f in num if isinstance(f, DReduce) and f.op == "add"]
     zs = [f for f in den if isinstance(f, DRead) and f.array in temps]
     rest_num = [f for f in num if not any(f is x for x in sums)]
@@ -84,7 +70,7 @@ def _outside(body, temps: dict):
 
 def _split_terms(body, temps: dict):
     """exp(E − m) · W (÷ z) → (E, m read, W, z read or None), or a reason."""
-    num, den = _factors(body, [], [])
+    num, den = factor_list(body, [], [])
     exps = [f for f in num if isinstance(f, DOp) and f.op == "exp" and isinstance(f.args[0], DOp)
             and f.args[0].op == "sub" and isinstance(f.args[0].args[1], DRead) and f.args[0].args[1].array in temps]
     if len(exps) != 1:
