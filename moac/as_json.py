@@ -48,8 +48,10 @@ def dnf(prog, d, sizes: dict, trace: bool = False) -> dict:
 
 
 def onf(prog, o) -> dict:
+    from .schedule.counts import source_count
     from .show import shown
     s, c = o.schedule, o.counts
+    src, repeated = source_count(s, c)
     return {"schema": SCHEMA, "stage": "onf", "file": prog.source.filename, "target": o.target,
             "plan": o.plan, "declined": [{"plan": n, "why": w} for n, w in o.declined],
             "fixed": dict(o.fixed), "run_time_sizes": list(o.params),
@@ -65,6 +67,7 @@ def onf(prog, o) -> dict:
                                       for a in k.accesses],
                          "traffic_bytes": _expr(k.traffic), "flops": _expr(k.flops)} for k in c.kernels],
             "traffic_bytes": _expr(c.traffic), "minimum_bytes": _expr(c.minimum), "flops": _expr(c.flops),
+            "source_ops": _expr(src), "repeated_work": None if repeated is None else _expr(repeated),
             "minimal": bool(c.minimal), "notes": list(s.notes), "text": str(o)}
 
 

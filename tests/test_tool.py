@@ -118,6 +118,7 @@ def test_json_dnf_onf_cost_check(capsys):
     o = json.loads(capsys.readouterr().out)
     assert o["stage"] == "onf" and o["target"] == "c" and o["kernels"] and o["minimal"] in (True, False)
     assert all({"name", "loops", "accesses", "traffic_bytes", "flops"} <= set(k) for k in o["kernels"])
+    assert o["source_ops"] == "2·dk·n + 2·dv·n + 6·n + 1" and o["repeated_work"] is None
     assert cli.main(["cost", "examples/decode.moa", "--json", "-D", "n=4096", "-D", "dk=128", "-D", "dv=128"]) == 0
     c = json.loads(capsys.readouterr().out)
     assert c["stage"] == "cost" and c["sizes"] == {"n": 4096, "dk": 128, "dv": 128}
