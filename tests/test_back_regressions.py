@@ -142,3 +142,14 @@ def test_an_empty_head_dimension_fixed_at_compile_time(target, fixed):
     out = kern(**arrays)["out"]
     assert out.shape == (2, 4, 0)
     check_kernel(prog, kern, {k: v for k, v in sizes.items() if k != "g"})
+
+
+def test_an_empty_vector_unified_with_an_axis_compiles_for_an_empty_axis():
+    """Found by the fuzzing campaign (input 15099 of seed 7, a mutation of decode_mha):
+    `x ÷ ρ √dk` divides ⟨n⟩ by ρ of a scalar, the empty vector ⟨⟩; the sizes unify with the
+    condition n = 0, and the ψ-reduction read an item of the empty vector (IndexError)."""
+    prog = moac.parse("size n\ninput x : f32 ⟨n⟩\ny = x ÷ ρ 3\noutput y\n", "e.moa")
+    assert "require n = 0" in str(prog.dnf())
+    assert prog.compile(target="c")(x=np.zeros(0, np.float32))["y"].shape == (0,)
+    with pytest.raises(moac.ArgumentError, match="they must be equal, but n = 2"):
+        prog.compile(target="c")(x=np.zeros(2, np.float32))

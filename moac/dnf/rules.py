@@ -151,6 +151,8 @@ def psi_reduce(node: C.Core, idx: tuple, ctx: _Ctx):
             return DIndex(_at(ctx, e))
         case C.CVec(items=items):
             (i,) = idx
+            if not items:                       # ⟨⟩ unified with an axis whose size must then be 0: never read
+                return DConst(0.0)
             if sp.sympify(i).is_Integer:
                 return psi_reduce(items[int(i)], (), ctx)
             out = psi_reduce(items[-1], (), ctx)
