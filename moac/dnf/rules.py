@@ -319,14 +319,7 @@ def _extended(a: C.Core, ctx: _Ctx):
         name = ctx.temps[key]
         ctx.log("reuse-temporary", a, (), f"{name}")
         return DRead(name, tuple(free))
-    base = a.name if isinstance(a, C.CNamed) else "t"
-    name, k = base, 1
-    taken = ({i.name for i in ctx.program.inputs} | {o[0] for o in ctx.program.outputs}
-             | {s.name for s in ctx.program.sizes} | ctx.used)   # a temp must not shadow a size or index
-    while name in ctx.temp_names or name in taken:
-        k += 1
-        name = f"{base}{k}"
-    ctx.temp_names.add(name)
+    name = _temp_name(ctx, a.name if isinstance(a, C.CNamed) else "t")
     ctx.temps[key] = name
     # the temporary is a statement of its own: give its bound variables fresh, preferred names
     saved_used = ctx.used
@@ -336,6 +329,29 @@ def _extended(a: C.Core, ctx: _Ctx):
     ctx.stmts.append(DStmt(name, tuple(free), tuple(ctx.scope[v] for v in free), body, "temp"))
     ctx.log("temporary", a, (), f"{name} (a reduction reused under scalar extension)")
     return DRead(name, tuple(free))
+
+
+def _temp_name(ctx: _Ctx, base: str) -> str:
+    """A fresh temporary name from `base` (m, m2, …): no input, output, size, index variable
+    of the statement or other temporary has it."""
+    taken = ({i.name for i in ctx.program.inputs} | {o[0] for o in ctx.program.outputs}
+             | {s.name for s in ctx.program.sizes} | ctx.used | ctx.temp_names)
+    name, k = base, 1
+    while name in taken:
+        k += 1
+        name = f"{base}{k}"
+    ctx.temp_names.add(name)
+    return name
+
+
+def _whole(ctx: _Ctx, node: C.CNamed) -> tuple:
+    """Every element of a named node ψ-reduced as a statement of its own: (its index
+    variables, its body).  The context is left set up for that statement."""
+    ctx.used, ctx.guards, ctx.outer = set(), [], set()
+    vars_ = tuple(ctx.fresh(n) for n in node.shape)
+    ctx.scope = dict(zip(vars_, node.shape))
+    ctx.stmt_vars = set(vars_)
+    return vars_, psi_reduce(node.arg, vars_, ctx)
 
 
 STORE_RULE_SIZE = 64      # every size at this value when the counts of inlined and stored are compared
@@ -368,20 +384,10 @@ def _stored(ctx: _Ctx, node: C.CNamed, idx: tuple):
         return inline
     ctx.trace[mark[0]:] = []                          # undo the inlined copy: stored, it is reduced once
     ctx.stmts[:], ctx.temps, ctx.temp_names, ctx.used, ctx.stored, ctx.notes = mark[1:]
-    taken = ({i.name for i in ctx.program.inputs} | {o[0] for o in ctx.program.outputs}
-             | {s.name for s in ctx.program.sizes} | ctx.temp_names | ctx.used)
-    name, k = node.name, 1
-    while name in taken:
-        k += 1
-        name = f"{node.name}{k}"
-    ctx.temp_names.add(name)
+    name = _temp_name(ctx, node.name)
     ctx.stored[id(node)] = name
     saved = (ctx.used, ctx.scope, ctx.guards, ctx.stmt_vars, ctx.outer)
-    ctx.used, ctx.scope, ctx.guards, ctx.outer = set(), {}, [], set()
-    vars_ = tuple(ctx.fresh(n) for n in node.shape)
-    ctx.scope = dict(zip(vars_, node.shape))
-    ctx.stmt_vars = set(vars_)
-    body = psi_reduce(node.arg, vars_, ctx)
+    vars_, body = _whole(ctx, node)
     ctx.used, ctx.scope, ctx.guards, ctx.stmt_vars, ctx.outer = saved
     ctx.stmts.append(DStmt(name, vars_, tuple(node.shape), body, "temp"))
     steps = " × ".join(fmt_index(ctx.scope[v]) for v in around)
@@ -468,13 +474,7 @@ def to_dnf(program: C.CoreProgram) -> DNF:
     # the updates last: they overwrite buffers the others read
     for role, named in (("output", program.outputs), ("update", program.updates)):
         for name, node in named:
-            ctx.used = set()
-            ctx.scope = {}
-            vars_ = tuple(ctx.fresh(n) for n in node.shape)
-            for v, n in zip(vars_, node.shape):
-                ctx.scope[v] = n
-            ctx.stmt_vars = set(vars_)
-            body = psi_reduce(node.arg, vars_, ctx)
+            vars_, body = _whole(ctx, node)
             ctx.stmts.append(DStmt(name, vars_, node.shape, body, role))
     stmts = _share_temporaries(ctx)
     sizes = frozenset(program.sizes) | frozenset(C.size_symbol(n) for n, _ in program.derived)

@@ -134,9 +134,9 @@ def flops(e) -> sp.Expr:
 
 def at_sizes(e, value: int) -> float:
     """A count with every size, and every element of integer data, at `value`."""
-    e = sp.sympify(e)
-    e = e.xreplace({r: value for r in e.atoms(AppliedUndef)})
-    return float(sp.sympify(e.xreplace({s: value for s in e.free_symbols})).doit())
+    v = sp.Integer(value)
+    e = sp.sympify(e).xreplace({r: v for r in sp.sympify(e).atoms(AppliedUndef)})
+    return float(e.xreplace({s: v for s in e.free_symbols}).doit())
 
 
 def factor_list(e, num: list, den: list):

@@ -114,19 +114,10 @@ class Elab(DataShapes):
                 return self.core_static_vector(a)
             case CIota(n=n) if n.is_Integer:
                 return tuple(sp.Integer(i) for i in range(int(n)))
-            case CMap(op=op, args=args) if op in ARITH and c.rank == 1:
-                parts = [self.core_static_vector(a) if a.rank == 1 else self.core_static(a) for a in args]
-                if any(p is None for p in parts):
-                    return None
-                length = len(next(p for p in parts if isinstance(p, tuple)))
-                if any(isinstance(p, tuple) and len(p) != length for p in parts):
-                    return None
-                return tuple(arith(op, [p[k] if isinstance(p, tuple) else p for p in parts])
-                             for k in range(length))
         if c.rank == 0:
             v = self.core_static(c)
             return None if v is None else (v,)
-        if c.rank == 1 and sp.sympify(c.shape[0]).is_Integer:
+        if c.rank == 1 and sp.sympify(c.shape[0]).is_Integer:   # item by item (data_at): data, ι s, arithmetic
             vals = [self.data_at(c, (sp.Integer(k),)) for k in range(int(c.shape[0]))]
             return None if any(v is None for v in vals) else tuple(vals)
         return None

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 import sympy as sp
 from sympy.core.function import AppliedUndef
 
-from ..front.core import source_ops
-from ..front.data import bounds, has_data
-
 from .. import ops
 from ..dtypes import BYTES as DTYPE_BYTES
+from ..front.core import source_ops
+from ..front.data import bounds, has_data
 from ..front.sizes import resolve
 from .index import (data_terms, footprint, gamma, gamma_text, internal, lane_diff, narrow_update, narrowed,
                     needed_reads, size_key, union_footprint, verdict)
@@ -300,7 +299,7 @@ def source_count(s: Schedule, c: Counts) -> tuple:
     return src, repeated_work(c.flops, src, set(prog.size_names()), bounds(prog))
 
 
-def repeated_work(flops, ops, sizes: set, data_bounds: dict) -> str:
+def repeated_work(flops, ops, sizes: set, data_bounds: dict) -> sp.Expr | None:
     """A term of the kernels' flops that no term of the source's operation count bounds
     (n·dm·dk against dm·dk + n·dk: a value recomputed under a loop it does not depend on);
     None when every term is bounded.  The counts are compared as polynomials in the

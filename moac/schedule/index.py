@@ -7,6 +7,7 @@ import sympy as sp
 from sympy.core.function import AppliedUndef
 
 from ..dnf import DNF, DOp, DRead, DReduce, DSelect, DStmt, fmt_index
+from ..dnf.walk import at_sizes
 from ..front.data import data_reads, has_data
 
 def gamma(index: tuple, shape: tuple) -> sp.Expr:
@@ -263,13 +264,10 @@ def narrowed(cond, ext: dict, lo: dict) -> tuple:
 
 
 def size_key(e):
-    # order symbolic sizes by their value when every size is 64 (a large-ish generic size)
-    e = sp.sympify(e)
-    if has_data(e):                                  # a count over integer data: each read taken as 64
-        e = e.xreplace({r: sp.Integer(64) for r in data_reads(e)}).doit()
-    v = e.xreplace({s: 64 for s in e.free_symbols})
+    # order symbolic sizes by their value when every size (and each read of integer data)
+    # is 64, a large-ish generic size
     try:
-        return float(v)
+        return at_sizes(e, 64)
     except TypeError:  # pragma: no cover
         return 0.0
 
