@@ -127,6 +127,37 @@ class Raw:
     text: str
 
 
+@dataclass(frozen=True, slots=True)
+class Tile:
+    """A gang's chunk as tensor-core tiles (moac.schedule.ir.TensorTile, frozen): what a
+    target with tile instructions prints (moac.emit.tiles); the other printers never see
+    one (the freezer gives them the tile's lane passes).  Offsets in elements: q_at of the
+    lane's query row (the variable `row`), k_at and v_at of the chunk's first K and V rows,
+    rows k_step and v_step apart; m_at, z_at, o_at of the row's partials; `score` the
+    score of the dot product `moac_sv` for the token variable `tok`."""
+    shape: str
+    rows: int
+    dk: int
+    dv: int
+    q: str
+    k: str
+    v: str
+    parts: tuple
+    q_at: object
+    k_at: object
+    v_at: object
+    k_step: int
+    v_step: int
+    start: object
+    count: object
+    score: object
+    row: str
+    tok: str
+    m_at: object
+    z_at: object
+    o_at: object
+
+
 # --------------------------------------------------------------------------- printer
 
 _PREC = {"||": 1, "&&": 2, "&": 2.5, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4,

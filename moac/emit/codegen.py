@@ -148,6 +148,7 @@ OPTIONAL_HELPERS = {
     "    k += rest > half || (rest == half && (k & 1u));\n"
     "    return (uint16_t)(sign | k);\n"
     "}",
+    "moac_tile": "",   # device code only: the CUDA printer adds moac.emit.tiles.HELPERS
 }
 
 
@@ -274,7 +275,7 @@ def context(unit: CUnit, sig: Signature, target, helper_prefix: str | None = Non
         dev_arrays=dev_arrays, dev_args=dev_args, on_device=target.on_device,
         copy_to_device=target.copy_to_device, copy_from_device=target.copy_from_device,
         prologue=prologue, prologue_vars=[d.name for d in unit.prologue if isinstance(d, cir.Decl)],
-        aligned=unit.aligned, dual=unit.index_bits == 0,
+        aligned=unit.aligned, aligned16=unit.aligned16, dual=unit.index_bits == 0,
         narrow=([p.cname for p in sig.params if p.kind == "size"] + [d.name for d in unit.prologue
                                                                       if isinstance(d, cir.Decl)])
         if unit.index_bits in (0, 32) else [],

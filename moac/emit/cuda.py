@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from .. import ops
 from ..errors import RewriteError
-from . import cir
+from . import cir, tiles
 
 LANES = 32
 LANE = cir.Var("moac_lane")
@@ -73,6 +73,11 @@ def _uses(code) -> tuple[set, set, set, set, set]:
                 decls.add(v)
             case cir.Assign(name=v):
                 reads.add(v)
+            case cir.Tile(q=q, k=k, v=v, parts=parts, row=row, tok=tok):
+                arrays.update((q, k, v) + parts)
+                stored.update(parts)
+                reads.add("moac_lane")
+                decls.update((row, tok, "moac_sv"))       # declared in the tile's code
             case cir.Call(fn="moac_word" | "moac_word4", args=(cir.Var(name=a), _)):
                 arrays.add(a)
                 words.add(a)
@@ -255,6 +260,18 @@ def _total(chain):
     return t
 
 
+def _tiles_as_text(x, itype: str, ctype: str):
+    """x with every cir.Tile printed (moac.emit.tiles)."""
+    if isinstance(x, cir.Tile):
+        return cir.Raw(tiles.render(x, itype, ctype))
+    if isinstance(x, tuple):
+        return tuple(_tiles_as_text(y, itype, ctype) for y in x)
+    if isinstance(x, (cir.For, cir.If, cir.Block)):
+        return dataclasses.replace(x, **{f: _tiles_as_text(getattr(x, f), itype, ctype)
+                                        for f in ("body", "then", "other") if hasattr(x, f)})
+    return x
+
+
 def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict, scalar_types: dict,
           tag: str = "", warps: int = 1, shared: dict | None = None):
     """C-unit kernels as host code (CKernels whose code launches the device regions) and
@@ -297,6 +314,7 @@ def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict,
         missing = sorted(reads - decls - arrays - own - set(scalar_types))
         if missing:
             raise RewriteError(f"the device region {name} reads {', '.join(missing)}, which the host does not have")
+        body = _tiles_as_text(body, itype, ctype)
         smem = f"sizeof({ctype}) * (size_t)({shared[on_chip[0]]})" if on_chip else ""
         regions.append(Region(name, ptrs + scalars, total, body, w, smem, tuple((a, ctype) for a in on_chip)))
         args = ", ".join(n for _, n in ptrs + scalars)
@@ -414,8 +432,10 @@ def to_cuda(unit, sig, target) -> str:
         comments.update(cm)
         bodies.append(kernels_text(unit, indent, host_code))
     ctx.update(
-        helpers=tuple(h for h in ctx["helpers"] if h not in (OPTIONAL_HELPERS[w] for w in (*WORD_HELPERS, *_FP8_DEVICE))),
+        helpers=tuple(h for h in ctx["helpers"]
+                      if h not in (OPTIONAL_HELPERS[w] for w in (*WORD_HELPERS, *_FP8_DEVICE, "moac_tile"))),
         device_helpers=tuple(text for w, text in WORD_HELPERS.items() if w in unit.helpers)
+        + ((tiles.HELPERS,) if "moac_tile" in unit.helpers else ())
         + tuple(_fp8_helper(w, OPTIONAL_HELPERS[w]) for w in _FP8_DEVICE if w in unit.helpers) + tuple(warp.values()),
         regions=[dict(name=r.name, comment=comments[r.name], threads=LANES * r.warps, warps=r.warps,
                       shared=[f"{t} *{a} = moac_smem_{t};   /* this gang's tile, in shared memory */"

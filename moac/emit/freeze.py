@@ -19,7 +19,7 @@ from ..dtypes import BYTES, CTYPE, OUTPUT_STORAGE, WIDENED
 from ..front.data import INDEX_DTYPES
 from ..schedule.index import gamma
 from ..schedule.ir import (Const, Guard, IndexValue, Let, LetIndex, Local, Loop, Op, Read, Schedule, Scope,
-                           Select, Serial, Set, Store, Unpack, expr_reads, Prefetch)
+                           Select, Serial, Set, Store, TensorTile, Unpack, expr_reads, Prefetch)
 from ..schedule.packing import WORD, word_bytes
 
 PAIRED = ("f8e4m3", "f8e5m2")   # unpacked in pairs: a GPU converts two fp8 to two f16 in one instruction
@@ -201,6 +201,7 @@ class CUnit:
                          # entry runs the 32-bit ones where every buffer fits
     kernels32: tuple = ()
     shared: tuple = ()   # Scratch entries of the gang-placed buffers the target keeps on chip (sizes per gang)
+    aligned16: tuple = ()  # C names of the arrays read in 16-byte words (tensor-core tiles)
 
 
 class _Freezer:
@@ -212,6 +213,7 @@ class _Freezer:
         self.suffix = "f" if self.ctype == "float" else ""
         self.helpers: set = set()     # helpers beyond the standard ones the C uses
         self.aligned: set = set()     # arrays read in packed words
+        self.aligned16: set = set()   # arrays read in 16-byte words (tensor-core tiles)
 
     def _at(self, buf, idx):
         """An access's offset: into the whole buffer, or into the gang's tile where the target
@@ -327,11 +329,24 @@ class _Freezer:
                 return cir.If(freeze_cond(c), self.stmts(t, arrays), self.stmts(o, arrays))
             case Serial(body=b):
                 return cir.Block(self.stmts(b, arrays), self.t.serial_pragma(arrays), level="serial")
-            case Scope(body=b):
+            case TensorTile() if self.t.tensor_tiles:
+                return self.tile(st)
+            case Scope(body=b):           # a TensorTile included: its lane passes, where tiles are not printed
                 return cir.Block(self.stmts(b, arrays))
             case Loop():
                 return self.loop(st, arrays, outermost_gang=True)
         raise TypeError(st)
+
+    def tile(self, st: TensorTile) -> cir.Tile:
+        self.helpers.add("moac_tile")
+        self.aligned16.update(mangle(a) for a in (st.q, st.k, st.v))
+        m, z, o = (mangle(p) for p in st.parts)
+        first = {st.tok: st.start}
+        return cir.Tile(st.shape, st.rows, st.dk, st.dv, mangle(st.q), mangle(st.k), mangle(st.v), (m, z, o),
+                        freeze(st.q_at), freeze(sp.expand(st.k_at.xreplace(first))),
+                        freeze(sp.expand(st.v_at.xreplace(first))), st.k_step, st.v_step, freeze(st.start),
+                        freeze(st.count), self.expr(st.score), var_name(st.row), var_name(st.tok_var),
+                        freeze(st.m_at), freeze(st.z_at), freeze(st.o_at))
 
     def loop(self, lp: Loop, arrays: tuple, outermost_gang: bool):
         if lp.level == "gang":
@@ -474,4 +489,4 @@ def to_cunit(s: Schedule, counts, target, index_bits: int = 64) -> CUnit:
     f.helpers.update(_USED)
     return CUnit(target.name, s.description, s.dnf.program.source.filename, f.ctype, kernels, scratch,
                  prologue, tuple(summary), sizes, tuple(sorted(f.helpers)), tuple(sorted(f.aligned)),
-                 bits, kernels32, shared)
+                 bits, kernels32, shared, tuple(sorted(f.aligned16)))

@@ -22,7 +22,8 @@ from ..front.data import bounds, has_data
 from ..front.sizes import resolve
 from .index import (data_terms, footprint, gamma, gamma_text, internal, lane_diff, narrow_update, narrowed,
                     needed_reads, size_key, union_footprint, verdict)
-from .ir import Guard, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, Unpack, expr_reads, Prefetch
+from .ir import (Guard, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, TensorTile, Unpack,
+                 expr_reads, Prefetch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +173,9 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
                     f = walk(st.body, inner, {**ext, **binds}, {v: x for v, x in lo.items() if v not in binds},
                              depth + 1)
                     total += _repeat(st, f)
+                case TensorTile():
+                    loops.append(LoopInfo("c", sp.sympify(st.count), "tile", st.meaning(), depth))
+                    total += walk(st.body, lanes, ext, lo, depth + 1)
                 case Serial(body=b) | Scope(body=b):
                     total += walk(b, lanes, ext, lo, depth)
                 case _:

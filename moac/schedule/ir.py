@@ -188,6 +188,52 @@ class Scope:
     body: tuple
 
 
+@dataclass(frozen=True, slots=True)
+class TensorTile(Scope):
+    """A gang's whole softmax contraction over its chunk of tokens as tensor-core tiles
+    (moac.schedule.plans.tiles): the scores Σ_d q·k of the `rows` group members and the tokens
+    as the rows and columns of an mma tile, the chunk's softmax online, the weighted sum
+    Σ_l p·v as a second tile.  `body` is the same computation as lane passes: what a
+    target without such tiles runs, and what the counts and the verifier read.
+
+    The operands are given by the offsets of their first elements (γ, sympy), written with
+    the placeholders `row` (the group member) and `tok` (the token): q_at of q[row, 0],
+    k_at and v_at of k[tok, 0] and v[tok, 0], rows k_step and v_step elements apart, every
+    row contiguous along d (γ-difference 1, checked by the plan); m_at, z_at, o_at the
+    offsets of row's partials (o at output element 0).  `score` is the score as a function
+    of the dot product, the Local `moac_sv` (the ÷ √dk of the program, say); the tokens
+    are start … start + count − 1, and `tok_var` names the DNF token axis in `score`."""
+    q: str = ""
+    k: str = ""
+    v: str = ""
+    q_at: object = 0
+    k_at: object = 0
+    v_at: object = 0
+    k_step: int = 0
+    v_step: int = 0
+    row: object = None
+    tok: object = None
+    tok_var: object = None
+    rows: int = 0
+    dk: int = 0
+    dv: int = 0
+    start: object = 0
+    count: object = 0
+    score: object = None
+    parts: tuple = ()       # (m, z, o) partial buffers
+    m_at: object = 0
+    z_at: object = 0
+    o_at: object = 0
+    shape: str = ""         # the tile instruction, e.g. "m16n8k16 bf16 → f32"
+
+    def meaning(self) -> str:
+        """The tile's line in the ONF mapping tree."""
+        return (f"tensor-core tile {self.shape}, 16 tokens a step: rows = the {self.rows} heads and their low "
+                f"halves, columns = 8 tokens (scores), 8 of {self.dv} outputs (weighted sum); d = 32·s + 8·c + 4·h + e "
+                f"puts 8 contiguous elements of a K row in a lane (16-byte loads, γ-difference 1), dv = 64·h + 8·r + e "
+                f"8 of a V row; online softmax; targets without tile instructions run the passes below")
+
+
 # --------------------------------------------------------------------------- the whole
 
 

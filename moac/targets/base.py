@@ -46,6 +46,8 @@ class Target:
     gangs: int = 16384                 # about how many gangs the split-K chunk choice aims for
     gangs_per_block: int = 1           # cuda: warps of a block, each running its own gang iteration
     gang_memory: bool = False          # buffers placed "gang" live in on-chip memory of the gang's block
+    tensor_tiles: bool = False         # it prints a TensorTile's tile instructions (mma.sync, bf16 operands);
+                                       # without, a gang runs the tile's lane passes
     scan_gangs: bool = False           # a gang may find its work by a short scan (a ragged batch's chunks
                                        # enumerated densely, plans/split_k._dense_chunks): cheap on CUDA
                                        # blocks; GCC's OpenACC ran the ragged kernel at 54 % of the dense

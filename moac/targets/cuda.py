@@ -29,5 +29,6 @@ TARGET = Target(
     gangs_per_block=int(os.environ.get("MOAC_CUDA_WARPS", "1")),
     gang_memory=True,                  # __shared__
     scan_gangs=True,
+    tensor_tiles=int("".join(c for c in ARCH[3:] if c.isdigit()) or 0) >= 80,   # mma.sync with bf16: sm_80 on
     offload={"nvptx": _FLAGS},
 )

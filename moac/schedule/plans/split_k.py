@@ -24,6 +24,7 @@ from ..choices import CHUNK, CHUNKS_PER_FRAME, MIN_CHUNK
 from ..lower import Names, logical, lower, read
 from ..monoids import lse_fold_lanes
 from . import generic
+from . import tiles
 from .generic import VECTOR, gang_nest, outer_reductions
 from .softmax_match import SoftmaxContraction, match_softmax
 from .split_k_passes import exp_sum, max_init, midx, scores, seq_over, token_factors, weighted_sum
@@ -179,7 +180,18 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
         fidx = tuple(midx(f, mem) for f in frame) + (g,)
         stores += [Store("@m_part", fidx, fidx, Local("mg" if M == 1 else f"mg{mi}")),
                    Store("@z_part", fidx, fidx, Local("zg" if M == 1 else f"zg{mi}"))]
-    gang_body = (LetIndex(cn, sp.Min(C, Nd - g * C)),) + max_init(members) + pass1 + pass2 + pass3 + tuple(stores)
+    passes = max_init(members) + pass1 + pass2 + pass3 + tuple(stores)
+    if grp is not None:
+        fi = tuple(frame) + (g,)
+        tile = tiles.derive(ctx, E, W if Wt is None else None, ev, l, members, (gv, gc, a), rest, rest_ext, g * C, cn,
+                            passes, (("@m_part", fi), ("@z_part", fi), ("@o_part", fi + (0,) * len(rest))))
+        if isinstance(tile, str):
+            ctx.notes.append(f"no tensor-core tile: {tile}")
+        else:
+            passes = (tile,)
+            ctx.notes.append(f"tensor-core tile {tile.shape} derived for the chunk (moac.schedule.plans.tiles); the "
+                             "targets with tile instructions run it, the others the passes it holds")
+    gang_body = (LetIndex(cn, sp.Min(C, Nd - g * C)),) + passes
     if Nd is not N:                 # a chunk at or past the data extent: no tokens, no partial
         gang_body = (Guard(sp.StrictLessThan(g * C, Nd), gang_body),)
     # GPU lanes: the chunk loop is outermost, so gangs that share rows of the inputs (the

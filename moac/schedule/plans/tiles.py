@@ -1,0 +1,128 @@
+"""Tensor-core tiles for the split-K partials (a gang's chunk of a softmax contraction).
+
+The scores of a KV group are a small matrix product: the `rows` query heads of the group
+against the chunk's tokens, contracted over d.  With the heads as the rows of an mma tile
+(m16n8k16: 16 rows, 8 columns, 16 summed terms) and the tokens as its columns, and the
+weighted sum Σ_l p·v as a second tile (the heads as rows, 8 output elements as columns,
+16 tokens summed), each K and V element is one operand of one tile instruction instead of
+`rows` FMAs per lane.  What the algebra allows, and the tile uses:
+
+  * d is the reduction axis of q·kᵀ, so any bijection of d onto the k-slots of the
+    fragments gives the same sum, provided q's fragment uses the same one.  The one that
+    puts 8 contiguous elements of a key row in one lane, d = 32·j + 8·c + 4·h + e (lane
+    column c < 4, k-step 2j + h, e < 4), makes every K fragment one 16-byte load: lanes
+    4r … 4r + 3 read 64 contiguous bytes of token r (γ-difference 1 along d).
+  * the tokens are the reduction axis of p·v: the slots of the second tile take the
+    columns of the first as they are (a lane's scores are its p fragment), and the output
+    axis is permuted, dv = 64·h + 8·r + e, so that a lane's 16-byte load of a V row feeds
+    8 column blocks; two tokens' loads are paired by one byte permute per fragment word.
+  * the 16 rows hold the group's heads and the low halves of a two-term bf16 split of
+    the same operands (q = q_hi + q_lo, p = p_hi + p_lo, rows r and r + 8): a lane holds
+    both rows of every accumulator, so the halves are added in the lane and the products
+    keep about 16 significant bits of q and p, where one bf16 term keeps 8.
+
+The plan derives the tile wherever the DNF allows it; the target decides whether it has
+tile instructions (Target.tensor_tiles).  Everywhere else the gang runs the lane passes,
+which the TensorTile node carries as its body (and which the counts and the verifier read).
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from ...dnf import DOp, DRead, map_children
+from ...front.data import has_data
+from ..index import gamma, internal, lane_diff
+from ..ir import TensorTile
+from ..lower import lower
+from .generic import outer_reductions
+from .split_k_passes import midx, msub
+
+TILE = "m16n8k16 bf16 → f32"     # the instruction: 16 rows × 8 columns, 16 terms, bf16 operands
+STORAGE = ("bf16",)              # K and V storage the tile reads as its operands exactly
+MAX_ROWS = 8                     # heads of a group: rows r and r + 8 hold the two halves
+
+
+def _replace(e, old, new):
+    """e with the sub-expression `old` replaced by `new`."""
+    return new if e == old else map_children(e, lambda c: _replace(c, old, new))
+
+
+def _row_of(off, var) -> int | None:
+    """The constant γ-difference of `off` along `var` where `off` is affine in it."""
+    d = sp.sympify(lane_diff(off, var))
+    if not d.is_Integer or sp.expand(off - d * var).has(var):
+        return None
+    return int(d)
+
+
+def derive(ctx, E, W, ev, l, members: list, group, rest, rest_ext, start, count, body, parts) -> TensorTile | str:
+    """The tile of a gang's chunk, or why there is none.  E is the score of token l (one
+    reduction over ev), W the weighted values, members the group's substitutions and
+    group (gv, gc, a) with gv = gc·a + m; rest the output axes; body the lane passes it
+    replaces; parts the (buffer, index) of the partials m, z, o of member 0."""
+    M = len(members)
+    if group is None or M < 2:
+        return "one head per gang: each K element serves one FMA per lane, and the lane passes are memory-bound there"
+    if M > MAX_ROWS:
+        return f"{M} heads per gang: a tile holds {MAX_ROWS} heads and their low halves"
+    reds = outer_reductions(E, [])
+    if len(reds) != 1 or reds[0].op != "add" or reds[0].var != ev:
+        return "the score is not one sum over the head dimension"
+    red = reds[0]
+    dk = sp.sympify(red.extent)
+    if not dk.is_Integer or int(dk) % 32 or int(dk) == 0:
+        return f"the head dimension {red.extent} is not a fixed multiple of 32 (-D dk=…)"
+    if len(rest) != 1 or not sp.sympify(rest_ext[0]).is_Integer or int(rest_ext[0]) % 64 or int(rest_ext[0]) == 0:
+        return "the weighted sum's output axis is not one fixed multiple of 64"
+    prod = red.body
+    if not (isinstance(prod, DOp) and prod.op == "mul" and len(prod.args) == 2
+            and all(isinstance(x, DRead) for x in prod.args)):
+        return "the score's terms are not a product of two array elements"
+    kr = [x for x in prod.args if any(l in sp.sympify(i).free_symbols for i in x.index)]
+    qr = [x for x in prod.args if x not in kr]
+    if len(kr) != 1 or len(qr) != 1:
+        return "the score's terms are not a query element times a key element of token l"
+    if not isinstance(W, DRead):
+        return "the weighted values are not one array element"
+    kr, qr, vr = kr[0], qr[0], W
+    for r in (qr, kr, vr):
+        if any(has_data(sp.sympify(i)) for i in r.index):
+            return f"{r.array}'s rows are read through an index array"
+    kd, vd, qd = (ctx.buffers[x.array].dtype for x in (kr, vr, qr))
+    if kd not in STORAGE or vd not in STORAGE:
+        return f"K and V are stored as {kd} and {vd}: the tile's operands are {'/'.join(STORAGE)}"
+    if qd != "f32":
+        return f"the query is stored as {qd}: the tile splits f32 queries"
+    gv, gc, a = group
+    row, tok = internal("moac_row"), internal("moac_tok")
+    sub = {sp.floor(gv / gc): a, sp.Mod(gv, gc): row, gv: a * gc + row}
+    dv = rest[0]
+    offs, steps = {}, {}
+    for r, axis, name in ((qr, ev, "query"), (kr, ev, "key"), (vr, dv, "value")):
+        full = gamma(tuple(midx(sp.sympify(i), sub).xreplace({l: tok}) for i in r.index), ctx.buffers[r.array].shape)
+        if sp.sympify(lane_diff(full, axis)) != 1:
+            return f"the {name} rows are not contiguous along {axis.name}"
+        offs[name] = sp.expand(full.xreplace({axis: 0}))
+        if name != "query":
+            if row in offs[name].free_symbols:
+                return f"the {name} rows differ between the heads of a group"
+            steps[name] = _row_of(offs[name], tok)
+            if steps[name] is None or steps[name] % 8:
+                return f"the {name} rows are not evenly spaced along the tokens by a multiple of 8 elements"
+    Es = _replace(msub(E, sub), msub(red, sub), DRead("@moac_sv", ()))
+    pre, score = lower(Es, _Names(), reads={("@moac_sv", ()): "moac_sv"})
+    if pre:
+        return "the score has a second reduction"
+    (m, mi), (z, zi), (o, oi) = parts
+
+    def part(buf, idx):
+        return sp.expand(gamma(tuple(midx(sp.sympify(i), sub) for i in idx), ctx.buffers[buf].shape))
+    return TensorTile(body=body, q=qr.array, k=kr.array, v=vr.array, q_at=offs["query"], k_at=offs["key"],
+                      v_at=offs["value"], k_step=steps["key"], v_step=steps["value"], row=row, tok=tok, tok_var=l,
+                      rows=M, dk=int(dk), dv=int(rest_ext[0]), start=start, count=count, score=score,
+                      parts=(m, z, o), m_at=part(m, mi), z_at=part(z, zi), o_at=part(o, oi), shape=TILE)
+
+
+class _Names:
+    def fresh(self, base: str) -> str:          # lower() asks only when it opens a loop
+        return f"moac_{base}"
