@@ -38,6 +38,26 @@ SIZES = {
     "decode_paged": dict(B=3, hkv=2, g=3, P=20, page=7, maxp=5, d=33),
 }
 
+# bf16-KV variants with the sizes a tensor-core tile needs fixed at compile time (g, dk, dv:
+# moac.schedule.plans.tiles), run at sizes the tile's 16-token steps do not divide:
+# (name, example, compile-time sizes, run-time sizes)
+TILED = [
+    ("decode_gqa_batched_bf16_g8", "decode_gqa_batched", dict(hq=16, hkv=2, dk=64, dv=64), dict(B=3, n=37)),
+    ("decode_gqa_batched_bf16_g3", "decode_gqa_batched", dict(hq=12, hkv=4, dk=128, dv=128), dict(B=2, n=1)),
+    ("decode_gqa_batched_bf16_g4", "decode_gqa_batched", dict(hq=32, hkv=8, dk=128, dv=128), dict(B=2, n=4099)),
+    ("decode_gqa_bf16", "decode_gqa", dict(hkv=2, g=4, dk=128, dv=128), dict(n=300)),
+    ("decode_ragged_bf16", "decode_ragged", dict(hkv=2, g=4, dk=128, dv=128), dict(B=3, N=300)),
+]
+
+
+def bf16_variant(example: str, name: str, out: Path) -> Path:
+    """The example with K and V declared bf16."""
+    text = (ROOT / "examples" / f"{example}.moa").read_text(encoding="utf-8")
+    text = text.replace("input K : f32", "input K : bf16").replace("input V : f32", "input V : bf16")
+    path = out / f"{name}.moa"
+    path.write_text(text, encoding="utf-8")
+    return path
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -48,23 +68,25 @@ def main() -> int:
     out = a.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     cases = []
-    for path in sorted((ROOT / "examples").glob("*.moa")):
-        name = path.stem
+    runs = [(p, p.stem, {}, SIZES.get(p.stem, {})) for p in sorted((ROOT / "examples").glob("*.moa"))]
+    runs += [(bf16_variant(ex, name, out), name, fixed, run) for name, ex, fixed, run in TILED]
+    for path, name, fixed, run in runs:
         if a.only and name not in a.only.split(","):
             continue
         prog = moac.load(path)
-        arrays, sizes = commands.random_inputs(prog, SIZES.get(name, {}), seed=0)
+        arrays, sizes = commands.random_inputs(prog, {**fixed, **run}, seed=0)
         ref = prog.evaluate(sizes=sizes, **{k: v.copy() for k, v in arrays.items()})
         np.savez(out / f"{name}_data.npz", **{f"in_{k}": v for k, v in arrays.items()},
                  **{f"ref_{k}": np.asarray(v, dtype=np.float64) for k, v in ref.items()})
         for target in a.targets.split(","):
-            art = prog.lower(moac.options.Options.make(target=target))
+            art = prog.lower(moac.options.Options.make(target=target, sizes=fixed))
             # moac check's bound, with one rounding allowed where no reduction feeds an output
             tol = commands.tolerance(art.signature.ctype, max(commands.reduction_length(art.onf, sizes), 1))
             suffix = moac.targets.get_target(target).suffix
             bundle = out / f"{name}-{target}{suffix}"
             subprocess.run([sys.executable, "-m", "moac", "compile", str(path), "--target", target,
-                            "--offload", "nvptx", "-o", str(bundle)], check=True, cwd=ROOT)
+                            "--offload", "nvptx", "-o", str(bundle)] + [f"-D{k}={v}" for k, v in fixed.items()],
+                           check=True, cwd=ROOT)
             cases.append(dict(name=f"{name}-{target}", manifest=bundle.with_suffix(".json").name,
                               data=f"{name}_data.npz", sizes=sizes, tol=tol))
     (out / "examples.json").write_text(json.dumps(cases, indent=2) + "\n", encoding="utf-8")

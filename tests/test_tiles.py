@@ -1,0 +1,141 @@
+"""Tensor-core tiles for the split-K partials (moac.schedule.plans.tiles, moac.emit.tiles):
+where the plan derives one and why it declines, that every target sees the same Schedule
+and only cuda prints tile instructions, the printed fragment code, and an nvcc build.
+Numerics need a GPU: bench/gpu_examples.py's bf16 variants (TILED) and bench/gpu_run.py
+check the tiles there against the interpreter and float64."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import sympy as sp
+
+import moac
+from moac.emit import cir, tiles
+from moac.jit.build import compile_flags
+from moac.schedule.ir import TensorTile
+
+ROOT = Path(__file__).resolve().parent.parent
+GQA = dict(hq=32, hkv=8, dk=128, dv=128)
+
+
+def bf16(example: str, tmp_path: Path, kv: str = "bf16") -> Path:
+    text = (ROOT / "examples" / f"{example}.moa").read_text(encoding="utf-8")
+    path = tmp_path / f"{example}_{kv}.moa"
+    path.write_text(text.replace("input K : f32", f"input K : {kv}").replace("input V : f32", f"input V : {kv}"),
+                    encoding="utf-8")
+    return path
+
+
+def tiles_of(onf) -> list:
+    out = []
+
+    def walk(body):
+        for st in body:
+            if isinstance(st, TensorTile):
+                out.append(st)
+            for f in ("body", "then", "other"):
+                if hasattr(st, f):
+                    walk(getattr(st, f))
+    for k in onf.schedule.kernels:
+        walk(k.body)
+    return out
+
+
+def test_bf16_gqa_gets_one_tile_of_its_group_with_contiguous_rows(tmp_path):
+    onf = moac.load(bf16("decode_gqa_batched", tmp_path)).onf(target="cuda", sizes=GQA)
+    (t,) = tiles_of(onf)
+    assert (t.rows, t.dk, t.dv, t.k_step, t.v_step) == (4, 128, 128, 128, 128)
+    # K[i, a, tok, 0] and V[i, a, tok, 0] of the gang's KV head, Q[i, 4a + row, 0]
+    i, a = sp.Symbol("i", integer=True, nonnegative=True), [s for s in t.q_at.free_symbols if s.name == "a"][0]
+    n = sp.Symbol("n", integer=True, nonnegative=True)
+    assert sp.expand(t.k_at - ((i * 8 + a) * n + t.tok) * 128) == 0
+    assert sp.expand(t.q_at - ((i * 32 + 4 * a + t.row) * 128)) == 0
+    # the score is the program's ÷ √dk of the dot product
+    assert "moac_sv" in repr(t.score) and "sqrt" in repr(t.score)
+    text = str(onf)
+    assert "tile   c < cn   tensor-core tile m16n8k16 bf16 → f32" in text
+    assert "note: tensor-core tile m16n8k16 bf16 → f32 derived for the chunk" in text
+
+
+def test_the_onf_is_the_same_for_openacc_and_cuda_but_for_the_target(tmp_path):
+    prog = moac.load(bf16("decode_gqa_batched", tmp_path))
+    acc, cu = (str(prog.onf(target=t, sizes=GQA)).splitlines() for t in ("openacc", "cuda"))
+    diff = [(x, y) for x, y in zip(acc, cu) if x != y]
+    assert len(acc) == len(cu) and len(diff) == 1 and "target openacc" in diff[0][0] and "target cuda" in diff[0][1]
+
+
+def test_only_cuda_prints_tile_instructions_the_others_the_lane_passes(tmp_path):
+    prog = moac.load(bf16("decode_gqa_batched", tmp_path))
+    cu = prog.c_source(target="cuda", sizes=GQA)
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in cu
+    assert cu.count("moac_tile_load<128, 128>(") == 6          # the first step and two per loop, both index widths
+    assert "if ((uintptr_t)K_ % 16 != 0)" in cu and "if ((uintptr_t)Q_ % 16 != 0)" in cu
+    for target in ("openacc", "openmp", "c"):
+        src = prog.c_source(target=target, sizes=GQA)
+        assert "mma" not in src and "moac_tile" not in src and "% 16" not in src
+
+
+@pytest.mark.parametrize("example, sizes, kv, why", [
+    ("decode_gqa_batched", GQA, "f32", "K and V are stored as f32 and f32: the tile's operands are bf16"),
+    ("decode_gqa_batched", dict(hq=32, hkv=8), "bf16", "the head dimension dk is not a fixed multiple of 32"),
+    ("decode_gqa_batched", dict(hq=32, hkv=8, dk=96, dv=96), "bf16",
+     "the weighted sum's output axis is not one fixed multiple of 64"),
+    ("decode_gqa_batched", dict(hq=32, hkv=8, dk=128, dv=128), "f16", "K and V are stored as f16 and f16"),
+    ("decode_paged", dict(hq=32, hkv=8, d=128), "bf16", "rows are read through an index array"),
+    ("decode_gqa_fp8", GQA, "f8e4m3", "the weighted values are not one array element"),
+])
+def test_the_plan_says_why_it_declines_a_tile(tmp_path, example, sizes, kv, why):
+    src = bf16(example, tmp_path, kv) if kv != "f8e4m3" else ROOT / "examples" / f"{example}.moa"
+    onf = moac.load(src).onf(target="cuda", sizes=sizes)
+    assert not tiles_of(onf)
+    notes = [n for n in onf.notes if n.startswith("no tensor-core tile: ")]
+    assert len(notes) == 1 and why in notes[0], notes
+
+
+def test_one_head_per_gang_gets_no_tile_and_no_note(tmp_path):
+    onf = moac.load(bf16("decode_mha", tmp_path)).onf(target="cuda", sizes=dict(dk=128, dv=128))
+    assert not tiles_of(onf) and not [n for n in onf.notes if "tensor-core" in n]
+
+
+def test_the_counts_are_those_of_the_lane_passes(tmp_path):
+    """The traffic model reads the tile's body: the same bytes as the f32 program's at half
+    the K/V element size, the minimum plus the split overhead."""
+    b16 = moac.load(bf16("decode_gqa_batched", tmp_path)).onf(target="cuda", sizes=GQA)
+    f32 = moac.load(ROOT / "examples" / "decode_gqa_batched.moa").onf(target="cuda", sizes=GQA)
+    B, n = (sp.Symbol(x, integer=True, nonnegative=True) for x in ("B", "n"))
+    kv = 2 * 8 * 128 * B * n                     # K and V elements
+    assert sp.simplify(f32.traffic - b16.traffic - 2 * kv) == 0
+    assert sp.simplify(b16.minimum - (2 * kv + 2 * 4 * 32 * 128 * B)) == 0
+
+
+def test_the_printed_tile_binds_row_token_and_score():
+    t = cir.Tile("m16n8k16 bf16 → f32", 4, 64, 64, "Q_", "K_", "V_", ("moac_m", "moac_z", "moac_o"),
+                 cir.Bin("*", cir.Var("moac_row"), cir.Int(64)), cir.Var("kb"), cir.Var("vb"), 64, 64,
+                 cir.Var("t0"), cir.Var("cn"), cir.Bin("*", cir.Var("moac_sv"), cir.Num(0.125)), "moac_row", "l_",
+                 cir.Var("moac_row"), cir.Var("moac_row"), cir.Bin("*", cir.Var("moac_row"), cir.Int(64)))
+    text = tiles.render(t, "int32_t")
+    lines = [ln.strip() for ln in text.splitlines()]
+    assert "const int32_t moac_row = moac_live ? moac_tr : 0;" in lines
+    assert "moac_tile_q<64>(moac_qa, Q_ + (moac_row * 64), moac_live, moac_tc);" in lines
+    assert "const uint16_t *moac_kb = K_ + (kb), *moac_vb = V_ + (vb);" in lines
+    assert "moac_tile_load<64, 64>(moac_ta, moac_kb, moac_vb, 64, 64, 0, moac_tn - 1, moac_tr, moac_tc);" in lines
+    assert lines.count("moac_x[3] = moac_u < moac_tn ? moac_sv * 0.125f : -INFINITY;") == 2
+    assert lines.count("const int32_t l_ = moac_t0 + moac_u;") == 8
+    assert ("moac_tile_finish<64>(moac_o, moac_tm, moac_tz, moac_live, moac_tc, moac_m + (moac_row), "
+            "moac_z + (moac_row), moac_o + (moac_row * 64));") in lines
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+def test_the_tiled_cuda_compiles_with_nvcc_without_spilling(tmp_path):
+    src = moac.load(bf16("decode_gqa_batched", tmp_path)).c_source(target="cuda", sizes=GQA)
+    cu = tmp_path / "gqa.cu"
+    cu.write_text(src, encoding="utf-8")
+    flags = [f for f in compile_flags("cuda", werror=True) if f not in ("-shared", "-Xcompiler", "-fPIC")]
+    r = subprocess.run([shutil.which("nvcc")] + flags + ["-cubin", "-Xptxas", "-v", "-o", str(tmp_path / "gqa.cubin"),
+                                                       str(cu)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert " 0 bytes spill stores" in r.stderr and "spill stores" in r.stderr
+    assert all(" 0 bytes spill" in ln for ln in r.stderr.splitlines() if "spill" in ln)
