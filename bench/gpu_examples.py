@@ -38,22 +38,26 @@ SIZES = {
     "decode_paged": dict(B=3, hkv=2, g=3, P=20, page=7, maxp=5, d=33),
 }
 
-# bf16-KV variants with the sizes a tensor-core tile needs fixed at compile time (g, dk, dv:
+# K/V-dtype variants with the sizes a tensor-core tile needs fixed at compile time (g, dk, dv:
 # moac.schedule.plans.tiles), run at sizes the tile's 16-token steps do not divide:
-# (name, example, compile-time sizes, run-time sizes)
+# (name, example, K/V dtype, compile-time sizes, run-time sizes)
 TILED = [
-    ("decode_gqa_batched_bf16_g8", "decode_gqa_batched", dict(hq=16, hkv=2, dk=64, dv=64), dict(B=3, n=37)),
-    ("decode_gqa_batched_bf16_g3", "decode_gqa_batched", dict(hq=12, hkv=4, dk=128, dv=128), dict(B=2, n=1)),
-    ("decode_gqa_batched_bf16_g4", "decode_gqa_batched", dict(hq=32, hkv=8, dk=128, dv=128), dict(B=2, n=4099)),
-    ("decode_gqa_bf16", "decode_gqa", dict(hkv=2, g=4, dk=128, dv=128), dict(n=300)),
-    ("decode_ragged_bf16", "decode_ragged", dict(hkv=2, g=4, dk=128, dv=128), dict(B=3, N=300)),
+    ("decode_gqa_batched_bf16_g8", "decode_gqa_batched", "bf16", dict(hq=16, hkv=2, dk=64, dv=64), dict(B=3, n=37)),
+    ("decode_gqa_batched_bf16_g3", "decode_gqa_batched", "bf16", dict(hq=12, hkv=4, dk=128, dv=128), dict(B=2, n=1)),
+    ("decode_gqa_batched_bf16_g4", "decode_gqa_batched", "bf16", dict(hq=32, hkv=8, dk=128, dv=128), dict(B=2, n=4099)),
+    ("decode_gqa_batched_f16_g4", "decode_gqa_batched", "f16", dict(hq=16, hkv=4, dk=64, dv=64), dict(B=2, n=77)),
+    ("decode_gqa_bf16", "decode_gqa", "bf16", dict(hkv=2, g=4, dk=128, dv=128), dict(n=300)),
+    ("decode_ragged_bf16", "decode_ragged", "bf16", dict(hkv=2, g=4, dk=128, dv=128), dict(B=3, N=300)),
+    ("decode_paged_bf16", "decode_paged", "bf16", dict(hq=8, hkv=2, d=128), dict(B=3, P=20, page=7, maxp=5)),
+    ("decode_gqa_fp8_g4", "decode_gqa_fp8", "f8e4m3", dict(hq=8, hkv=2, dk=128, dv=128), dict(B=2, n=1000)),
 ]
 
 
-def bf16_variant(example: str, name: str, out: Path) -> Path:
-    """The example with K and V declared bf16."""
+def kv_variant(example: str, kv: str, name: str, out: Path) -> Path:
+    """The example with K and V (or the pools Kp, Vp) declared `kv` (the fp8 examples declare theirs)."""
     text = (ROOT / "examples" / f"{example}.moa").read_text(encoding="utf-8")
-    text = text.replace("input K : f32", "input K : bf16").replace("input V : f32", "input V : bf16")
+    for k in ("K", "V", "Kp", "Vp"):
+        text = text.replace(f"input {k} : f32", f"input {k} : {kv}")
     path = out / f"{name}.moa"
     path.write_text(text, encoding="utf-8")
     return path
@@ -69,7 +73,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     cases = []
     runs = [(p, p.stem, {}, SIZES.get(p.stem, {})) for p in sorted((ROOT / "examples").glob("*.moa"))]
-    runs += [(bf16_variant(ex, name, out), name, fixed, run) for name, ex, fixed, run in TILED]
+    runs += [(kv_variant(ex, kv, name, out), name, fixed, run) for name, ex, kv, fixed, run in TILED]
     for path, name, fixed, run in runs:
         if a.only and name not in a.only.split(","):
             continue

@@ -24,8 +24,9 @@ GQA = dict(hq=32, hkv=8, dk=128, dv=128)
 def bf16(example: str, tmp_path: Path, kv: str = "bf16") -> Path:
     text = (ROOT / "examples" / f"{example}.moa").read_text(encoding="utf-8")
     path = tmp_path / f"{example}_{kv}.moa"
-    path.write_text(text.replace("input K : f32", f"input K : {kv}").replace("input V : f32", f"input V : {kv}"),
-                    encoding="utf-8")
+    for name in ("K", "V", "Kp", "Vp"):
+        text = text.replace(f"input {name} : f32", f"input {name} : {kv}")
+    path.write_text(text, encoding="utf-8")
     return path
 
 
@@ -47,11 +48,11 @@ def tiles_of(onf) -> list:
 def test_bf16_gqa_gets_one_tile_of_its_group_with_contiguous_rows(tmp_path):
     onf = moac.load(bf16("decode_gqa_batched", tmp_path)).onf(target="cuda", sizes=GQA)
     (t,) = tiles_of(onf)
-    assert (t.rows, t.dk, t.dv, t.k_step, t.v_step) == (4, 128, 128, 128, 128)
+    assert (t.rows, t.dk, t.dv, t.storage, t.weight) == (4, 128, 128, "bf16", None)
     # K[i, a, tok, 0] and V[i, a, tok, 0] of the gang's KV head, Q[i, 4a + row, 0]
     i, a = sp.Symbol("i", integer=True, nonnegative=True), [s for s in t.q_at.free_symbols if s.name == "a"][0]
     n = sp.Symbol("n", integer=True, nonnegative=True)
-    assert sp.expand(t.k_at - ((i * 8 + a) * n + t.tok) * 128) == 0
+    assert sp.expand(t.k_at - ((i * 8 + a) * n + t.tok) * 128) == 0 == sp.expand(t.v_at - t.k_at)
     assert sp.expand(t.q_at - ((i * 32 + 4 * a + t.row) * 128)) == 0
     # the score is the program's ÷ √dk of the dot product
     assert "moac_sv" in repr(t.score) and "sqrt" in repr(t.score)
@@ -71,7 +72,7 @@ def test_only_cuda_prints_tile_instructions_the_others_the_lane_passes(tmp_path)
     prog = moac.load(bf16("decode_gqa_batched", tmp_path))
     cu = prog.c_source(target="cuda", sizes=GQA)
     assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in cu
-    assert cu.count("moac_tile_load<128, 128>(") == 6          # the first step and two per loop, both index widths
+    assert cu.count("moac_tile_load(moac_t") == 6          # the first step and two per loop, both index widths
     assert "if ((uintptr_t)K_ % 16 != 0)" in cu and "if ((uintptr_t)Q_ % 16 != 0)" in cu
     for target in ("openacc", "openmp", "c"):
         src = prog.c_source(target=target, sizes=GQA)
@@ -79,20 +80,42 @@ def test_only_cuda_prints_tile_instructions_the_others_the_lane_passes(tmp_path)
 
 
 @pytest.mark.parametrize("example, sizes, kv, why", [
-    ("decode_gqa_batched", GQA, "f32", "K and V are stored as f32 and f32: the tile's operands are bf16"),
+    ("decode_gqa_batched", GQA, "f32", "K and V are stored as f32 and f32: the tile reads one of bf16, f16, f8e4m3"),
+    ("decode_gqa_batched", GQA, "i8", "K and V are stored as i8 and i8"),
     ("decode_gqa_batched", dict(hq=32, hkv=8), "bf16", "the head dimension dk is not a fixed multiple of 32"),
     ("decode_gqa_batched", dict(hq=32, hkv=8, dk=96, dv=96), "bf16",
      "the weighted sum's output axis is not one fixed multiple of 64"),
-    ("decode_gqa_batched", dict(hq=32, hkv=8, dk=128, dv=128), "f16", "K and V are stored as f16 and f16"),
-    ("decode_paged", dict(hq=32, hkv=8, d=128), "bf16", "rows are read through an index array"),
-    ("decode_gqa_fp8", GQA, "f8e4m3", "the weighted values are not one array element"),
 ])
 def test_the_plan_says_why_it_declines_a_tile(tmp_path, example, sizes, kv, why):
-    src = bf16(example, tmp_path, kv) if kv != "f8e4m3" else ROOT / "examples" / f"{example}.moa"
-    onf = moac.load(src).onf(target="cuda", sizes=sizes)
+    onf = moac.load(bf16(example, tmp_path, kv)).onf(target="cuda", sizes=sizes)
     assert not tiles_of(onf)
     notes = [n for n in onf.notes if n.startswith("no tensor-core tile: ")]
     assert len(notes) == 1 and why in notes[0], notes
+
+
+def test_k_and_v_of_different_storage_get_no_tile(tmp_path):
+    text = (ROOT / "examples" / "decode_gqa_batched.moa").read_text(encoding="utf-8")
+    path = tmp_path / "mixed.moa"
+    path.write_text(text.replace("input K : f32", "input K : bf16").replace("input V : f32", "input V : f16"),
+                    encoding="utf-8")
+    onf = moac.load(path).onf(target="cuda", sizes=GQA)
+    assert not tiles_of(onf) and any("K and V are stored as bf16 and f16" in n for n in onf.notes)
+
+
+@pytest.mark.parametrize("example, sizes, kv, shape, weight", [
+    ("decode_gqa_batched", GQA, "f16", "m16n8k16 f16 → f32", False),
+    ("decode_paged", dict(hq=32, hkv=8, d=128), "bf16", "m16n8k16 bf16 → f32", False),
+    ("decode_ragged", dict(hkv=8, g=4, dk=128, dv=128), "bf16", "m16n8k16 bf16 → f32", False),
+    ("decode_gqa_fp8", GQA, "f8e4m3", "m16n8k16 f16 → f32", True),
+])
+def test_f16_fp8_paged_and_ragged_caches_get_tiles(tmp_path, example, sizes, kv, shape, weight):
+    src = bf16(example, tmp_path, kv) if kv != "f8e4m3" else ROOT / "examples" / f"{example}.moa"
+    (t,) = tiles_of(moac.load(src).onf(target="cuda", sizes=sizes))
+    assert t.shape == shape and (t.weight is not None) == weight
+    if example == "decode_paged":        # the rows are found through the page table
+        assert "table" in repr(t.k_at) and "table" in repr(t.v_at)
+    if weight:                           # V_real = V × vs: vs[tok] scales p, the scores carry ks
+        assert "vs" in repr(t.weight) and "ks" in repr(t.score)
 
 
 def test_one_head_per_gang_gets_no_tile_and_no_note(tmp_path):
@@ -112,18 +135,25 @@ def test_the_counts_are_those_of_the_lane_passes(tmp_path):
 
 
 def test_the_printed_tile_binds_row_token_and_score():
-    t = cir.Tile("m16n8k16 bf16 → f32", 4, 64, 64, "Q_", "K_", "V_", ("moac_m", "moac_z", "moac_o"),
-                 cir.Bin("*", cir.Var("moac_row"), cir.Int(64)), cir.Var("kb"), cir.Var("vb"), 64, 64,
-                 cir.Var("t0"), cir.Var("cn"), cir.Bin("*", cir.Var("moac_sv"), cir.Num(0.125)), "moac_row", "l_",
-                 cir.Var("moac_row"), cir.Var("moac_row"), cir.Bin("*", cir.Var("moac_row"), cir.Int(64)))
+    t = cir.Tile("m16n8k16 f16 → f32", 4, 64, 64, "Q_", "K_", "V_", ("moac_m", "moac_z", "moac_o"),
+                 cir.Bin("*", cir.Var("moac_row"), cir.Int(64)), cir.Bin("*", cir.Var("moac_tok"), cir.Int(64)),
+                 cir.Bin("*", cir.Var("moac_tok"), cir.Int(64)), cir.Var("t0"), cir.Var("cn"),
+                 cir.Bin("*", cir.Var("moac_sv"), cir.Num(0.125)), "moac_row", "l_",
+                 cir.Var("moac_row"), cir.Var("moac_row"), cir.Bin("*", cir.Var("moac_row"), cir.Int(64)),
+                 "f8e4m3", cir.Load("vs_", cir.Var("l_")))
     text = tiles.render(t, "int32_t")
     lines = [ln.strip() for ln in text.splitlines()]
     assert "const int32_t moac_row = moac_live ? moac_tr : 0;" in lines
-    assert "moac_tile_q<64>(moac_qa, Q_ + (moac_row * 64), moac_live, moac_tc);" in lines
-    assert "const uint16_t *moac_kb = K_ + (kb), *moac_vb = V_ + (vb);" in lines
-    assert "moac_tile_load<64, 64>(moac_ta, moac_kb, moac_vb, 64, 64, 0, moac_tn - 1, moac_tr, moac_tc);" in lines
+    assert "moac_tile_q<64, 2>(moac_qa, Q_ + (moac_row * 64), moac_live, moac_tc);" in lines
+    assert "moac_kv_tile<64, 64, 2> moac_ta, moac_tb;" in lines and "const uint8_t *moac_kr[2], *moac_vr[4];" in lines
+    # the rows of the first step: K tokens r and 8 + r, V tokens 2c, 2c + 1, 8 + 2c, 9 + 2c (clamped to the chunk)
+    assert "{ const int32_t moac_tok = moac_t0 + min((int32_t)(0 + 8 + moac_tr), moac_tn - 1); " \
+           "moac_kr[1] = K_ + (moac_tok * 64); }" in lines
+    assert "{ const int32_t moac_tok = moac_t0 + min((int32_t)(0 + 9 + 2 * moac_tc), moac_tn - 1); " \
+           "moac_vr[3] = V_ + (moac_tok * 64); }" in lines
     assert lines.count("moac_x[3] = moac_u < moac_tn ? moac_sv * 0.125f : -INFINITY;") == 2
-    assert lines.count("const int32_t l_ = moac_t0 + moac_u;") == 8
+    assert lines.count("moac_w[2] = vs_[l_];") == 2
+    assert lines.count("const int32_t l_ = moac_t0 + (moac_u < moac_tn ? moac_u : moac_tn - 1);") == 8
     assert ("moac_tile_finish<64>(moac_o, moac_tm, moac_tz, moac_live, moac_tc, moac_m + (moac_row), "
             "moac_z + (moac_row), moac_o + (moac_row * 64));") in lines
 

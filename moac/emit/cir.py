@@ -132,9 +132,9 @@ class Tile:
     """A gang's chunk as tensor-core tiles (moac.schedule.ir.TensorTile, frozen): what a
     target with tile instructions prints (moac.emit.tiles); the other printers never see
     one (the freezer gives them the tile's lane passes).  Offsets in elements: q_at of the
-    lane's query row (the variable `row`), k_at and v_at of the chunk's first K and V rows,
-    rows k_step and v_step apart; m_at, z_at, o_at of the row's partials; `score` the
-    score of the dot product `moac_sv` for the token variable `tok`."""
+    lane's query row (the variable `row`), k_at and v_at of the K and V rows of token
+    `moac_tok`; m_at, z_at, o_at of the row's partials; `score` the score of the dot
+    product `moac_sv` for the token variable `tok`."""
     shape: str
     rows: int
     dk: int
@@ -146,8 +146,6 @@ class Tile:
     q_at: object
     k_at: object
     v_at: object
-    k_step: int
-    v_step: int
     start: object
     count: object
     score: object
@@ -156,6 +154,8 @@ class Tile:
     m_at: object
     z_at: object
     o_at: object
+    storage: str = "bf16"    # K's and V's element type (bf16, f16, f8e4m3, f8e5m2)
+    weight: object = None    # a factor of each token's values (a dequantisation scale), or None
 
 
 # --------------------------------------------------------------------------- printer

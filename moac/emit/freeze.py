@@ -341,12 +341,11 @@ class _Freezer:
         self.helpers.add("moac_tile")
         self.aligned16.update(mangle(a) for a in (st.q, st.k, st.v))
         m, z, o = (mangle(p) for p in st.parts)
-        first = {st.tok: st.start}
         return cir.Tile(st.shape, st.rows, st.dk, st.dv, mangle(st.q), mangle(st.k), mangle(st.v), (m, z, o),
-                        freeze(st.q_at), freeze(sp.expand(st.k_at.xreplace(first))),
-                        freeze(sp.expand(st.v_at.xreplace(first))), st.k_step, st.v_step, freeze(st.start),
+                        freeze(st.q_at), freeze(st.k_at), freeze(st.v_at), freeze(st.start),
                         freeze(st.count), self.expr(st.score), var_name(st.row), var_name(st.tok_var),
-                        freeze(st.m_at), freeze(st.z_at), freeze(st.o_at))
+                        freeze(st.m_at), freeze(st.z_at), freeze(st.o_at), st.storage,
+                        None if st.weight is None else self.expr(st.weight))
 
     def loop(self, lp: Loop, arrays: tuple, outermost_gang: bool):
         if lp.level == "gang":

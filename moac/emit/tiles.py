@@ -11,43 +11,87 @@ from __future__ import annotations
 from . import cir
 
 HELPERS = r"""/* tensor-core tiles of the split-K partials (moac.schedule.plans.tiles): mma.sync m16n8k16 with
- * bf16 operands and f32 accumulators; lane (r, c) = (lane / 4, lane % 4) of the fragments */
+ * bf16 or f16 operands and f32 accumulators; lane (r, c) = (lane / 4, lane % 4) of the fragments.
+ * ST, the storage of K and V: 0 bf16, 1 f16 (16-byte loads of 8 elements), 2 f8e4m3, 3 f8e5m2
+ * (8-byte loads of 8 elements, widened exactly to f16 pairs); bf16 storage uses bf16 operands,
+ * the others f16 */
 #include <cuda_bf16.h>
-static __device__ __forceinline__ void moac_mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+template <int ST> struct moac_tile_word { typedef uint4 type; };
+template <> struct moac_tile_word<2> { typedef uint2 type; };
+template <> struct moac_tile_word<3> { typedef uint2 type; };
+template <int ST>
+static __device__ __forceinline__ void moac_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
 {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    if constexpr (ST == 0)
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-/* two floats as a bf16 pair (round to nearest even), the first in the low half */
-static __device__ __forceinline__ uint32_t moac_bf16x2(float lo, float hi)
+/* x rounded to the operand type, and two floats as an operand pair (the first in the low half) */
+template <int ST> static __device__ __forceinline__ float moac_tile_round(float x)
 {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&v);
+    if constexpr (ST == 0) return __bfloat162float(__float2bfloat16_rn(x));
+    else return __half2float(__float2half_rn(x));
 }
-static __device__ __forceinline__ float moac_bf16_round(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+template <int ST> static __device__ __forceinline__ uint32_t moac_tile_pair(float lo, float hi)
+{
+    uint32_t u;
+    if constexpr (ST == 0) { __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi); u = *reinterpret_cast<uint32_t *>(&v); }
+    else { __half2 v = __floats2half2_rn(lo, hi); u = *reinterpret_cast<uint32_t *>(&v); }
+    return u;
+}
+/* two 8-bit elements (the low one in the low byte) as an exact f16 pair */
+template <int ST> static __device__ __forceinline__ uint32_t moac_tile_widen(uint32_t two)
+{
+    __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(two & 0xffffu), ST == 2 ? __NV_E4M3 : __NV_E5M2);
+    return (uint32_t)h.x | ((uint32_t)h.y << 16);
+}
+/* the K fragment words of k-step 2s + hs from the lane's 8 elements of a key row */
+template <int ST> static __device__ __forceinline__ void moac_tile_kfrag(const typename moac_tile_word<ST>::type &w,
+                                                                         int hs, uint32_t &b0, uint32_t &b1)
+{
+    if constexpr (ST < 2) { b0 = hs ? w.z : w.x; b1 = hs ? w.w : w.y; }
+    else { const uint32_t q = hs ? w.y : w.x; b0 = moac_tile_widen<ST>(q); b1 = moac_tile_widen<ST>(q >> 16); }
+}
+/* element e (of 8) of two tokens' V words as one operand pair (the first token in the low half) */
+template <int ST> static __device__ __forceinline__ uint32_t moac_tile_vpair(const typename moac_tile_word<ST>::type &a,
+                                                                             const typename moac_tile_word<ST>::type &b, int e)
+{
+    if constexpr (ST < 2) {
+        const uint32_t x = (&a.x)[e / 2], y = (&b.x)[e / 2];
+        return __byte_perm(x, y, e % 2 ? 0x7632 : 0x5410);
+    } else {
+        const uint32_t x = (&a.x)[e / 4], y = (&b.x)[e / 4];
+        return moac_tile_widen<ST>(__byte_perm(x, y, ((4 + e % 4) << 4) | (e % 4)));
+    }
+}
 /* what a lane loads for 16 tokens: K rows of tokens r and 8 + r (8 contiguous d per 32),
- * V rows of tokens 2c, 2c + 1, 8 + 2c, 9 + 2c (8 contiguous dv per 64) */
-template <int DK, int DV> struct moac_kv_tile { uint4 k[2][DK / 32]; uint4 v[4][DV / 64]; };
-template <int DK, int DV>
-static __device__ __forceinline__ void moac_tile_load(moac_kv_tile<DK, DV> &t, const uint16_t *k, const uint16_t *v,
-                                                      int64_t ks, int64_t vs, int j, int last, int r, int c)
+ * V rows of tokens 2c, 2c + 1, 8 + 2c, 9 + 2c (8 contiguous dv per 64); k[b], v[i] point
+ * at the rows' first elements */
+template <int DK, int DV, int ST> struct moac_kv_tile {
+    typename moac_tile_word<ST>::type k[2][DK / 32], v[4][DV / 64];
+};
+template <int DK, int DV, int ST, typename E>
+static __device__ __forceinline__ void moac_tile_load(moac_kv_tile<DK, DV, ST> &t, const E *const (&k)[2],
+                                                      const E *const (&v)[4], int r, int c)
 {
+    typedef typename moac_tile_word<ST>::type W;
 #pragma unroll
-    for (int b = 0; b < 2; ++b) {
-        const uint16_t *row = k + (int64_t)min(j + 8 * b + r, last) * ks + 8 * c;
+    for (int b = 0; b < 2; ++b)
 #pragma unroll
-        for (int s = 0; s < DK / 32; ++s) t.k[b][s] = __ldg(reinterpret_cast<const uint4 *>(row + 32 * s));
-    }
+        for (int s = 0; s < DK / 32; ++s) t.k[b][s] = __ldg(reinterpret_cast<const W *>(k[b] + 32 * s + 8 * c));
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const uint16_t *row = v + (int64_t)min(j + 8 * (i / 2) + 2 * c + i % 2, last) * vs + 8 * r;
+    for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int h = 0; h < DV / 64; ++h) t.v[i][h] = __ldg(reinterpret_cast<const uint4 *>(row + 64 * h));
-    }
+        for (int h = 0; h < DV / 64; ++h) t.v[i][h] = __ldg(reinterpret_cast<const W *>(v[i] + 64 * h + 8 * r));
 }
-/* the lane's query row as two bf16 halves q = q_hi + q_lo in the fragments of k-step 2s + h:
+/* the lane's query row as two halves q = q_hi + q_lo in the fragments of k-step 2s + h:
  * d = 32 s + 8 c + 4 h + {0, 1 | 2, 3}, row r the high half, row r + 8 the low; 0 past the group */
-template <int DK>
+template <int DK, int ST>
 static __device__ __forceinline__ void moac_tile_q(uint32_t (&qa)[DK / 16][4], const float *q, bool live, int c)
 {
 #pragma unroll
@@ -56,37 +100,39 @@ static __device__ __forceinline__ void moac_tile_q(uint32_t (&qa)[DK / 16][4], c
         const float4 u1 = *reinterpret_cast<const float4 *>(q + 32 * s + 8 * c + 4);
         float x[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w}, h[8];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) { x[e] = live ? x[e] : 0.0f; h[e] = moac_bf16_round(x[e]); }
+        for (int e = 0; e < 8; ++e) { x[e] = live ? x[e] : 0.0f; h[e] = moac_tile_round<ST>(x[e]); }
 #pragma unroll
         for (int hs = 0; hs < 2; ++hs) {
             const int e = 4 * hs;
-            qa[2 * s + hs][0] = moac_bf16x2(h[e], h[e + 1]);
-            qa[2 * s + hs][1] = moac_bf16x2(x[e] - h[e], x[e + 1] - h[e + 1]);
-            qa[2 * s + hs][2] = moac_bf16x2(h[e + 2], h[e + 3]);
-            qa[2 * s + hs][3] = moac_bf16x2(x[e + 2] - h[e + 2], x[e + 3] - h[e + 3]);
+            qa[2 * s + hs][0] = moac_tile_pair<ST>(h[e], h[e + 1]);
+            qa[2 * s + hs][1] = moac_tile_pair<ST>(x[e] - h[e], x[e + 1] - h[e + 1]);
+            qa[2 * s + hs][2] = moac_tile_pair<ST>(h[e + 2], h[e + 3]);
+            qa[2 * s + hs][3] = moac_tile_pair<ST>(x[e + 2] - h[e + 2], x[e + 3] - h[e + 3]);
         }
     }
 }
 /* the dot products of 16 tokens: s[b][e] row r (high half) and s[b][e + 2] (low half) of token 8 b + 2 c + e */
-template <int DK, int DV>
-static __device__ __forceinline__ void moac_tile_scores(const moac_kv_tile<DK, DV> &t, const uint32_t (&qa)[DK / 16][4],
-                                                        float (&s)[2][4])
+template <int DK, int DV, int ST>
+static __device__ __forceinline__ void moac_tile_scores(const moac_kv_tile<DK, DV, ST> &t,
+                                                        const uint32_t (&qa)[DK / 16][4], float (&s)[2][4])
 {
 #pragma unroll
     for (int b = 0; b < 2; ++b) {
         s[b][0] = s[b][1] = s[b][2] = s[b][3] = 0.0f;
 #pragma unroll
         for (int st = 0; st < DK / 16; ++st) {
-            const uint4 &w = t.k[b][st / 2];
-            moac_mma_bf16(s[b], qa[st], st % 2 ? w.z : w.x, st % 2 ? w.w : w.y);
+            uint32_t b0, b1;
+            moac_tile_kfrag<ST>(t.k[b][st / 2], st % 2, b0, b1);
+            moac_mma<ST>(s[b], qa[st], b0, b1);
         }
     }
 }
 /* the online softmax of the lane's 4 scores x (tokens 2c, 2c + 1, 8 + 2c, 9 + 2c of head r) and the
- * weighted sum as tiles, p = p_hi + p_lo in rows r and r + 8; the V pairs by one byte permute */
-template <int DK, int DV>
-static __device__ __forceinline__ void moac_tile_pv(const moac_kv_tile<DK, DV> &t, float (&o)[DV / 8][4], float &m,
-                                                    float &z, const float (&x)[4], bool live)
+ * weighted sum as tiles of p·w (w: a factor of each token's values, 1 where there is none),
+ * p·w = hi + lo in rows r and r + 8 */
+template <int DK, int DV, int ST>
+static __device__ __forceinline__ void moac_tile_pv(const moac_kv_tile<DK, DV, ST> &t, float (&o)[DV / 8][4], float &m,
+                                                    float &z, const float (&x)[4], const float (&w)[4], bool live)
 {
     float tm = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
     tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
@@ -94,9 +140,13 @@ static __device__ __forceinline__ void moac_tile_pv(const moac_kv_tile<DK, DV> &
     const float mn = fmaxf(m, tm);
     const bool none = mn == -INFINITY;          /* every score so far −∞: no weight yet */
     const float alpha = none ? 1.0f : moac_expf(m - mn);
-    float p[4], h[4];
+    float p[4], pw[4], h[4];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) { p[e] = none ? 0.0f : moac_expf(x[e] - mn); h[e] = moac_bf16_round(p[e]); }
+    for (int e = 0; e < 4; ++e) {
+        p[e] = none ? 0.0f : moac_expf(x[e] - mn);
+        pw[e] = p[e] * w[e];
+        h[e] = moac_tile_round<ST>(pw[e]);
+    }
     m = mn;
     z = z * alpha + ((p[0] + p[1]) + (p[2] + p[3]));
 #pragma unroll
@@ -105,18 +155,15 @@ static __device__ __forceinline__ void moac_tile_pv(const moac_kv_tile<DK, DV> &
         for (int i = 0; i < 4; ++i) o[nb][i] *= alpha;
     uint32_t pa[4] = {0u, 0u, 0u, 0u};
     if (live) {
-        pa[0] = moac_bf16x2(h[0], h[1]); pa[1] = moac_bf16x2(p[0] - h[0], p[1] - h[1]);
-        pa[2] = moac_bf16x2(h[2], h[3]); pa[3] = moac_bf16x2(p[2] - h[2], p[3] - h[3]);
+        pa[0] = moac_tile_pair<ST>(h[0], h[1]); pa[1] = moac_tile_pair<ST>(pw[0] - h[0], pw[1] - h[1]);
+        pa[2] = moac_tile_pair<ST>(h[2], h[3]); pa[3] = moac_tile_pair<ST>(pw[2] - h[2], pw[3] - h[3]);
     }
 #pragma unroll
     for (int hh = 0; hh < DV / 64; ++hh)
 #pragma unroll
-        for (int w = 0; w < 4; ++w) {
-            const uint32_t a0 = (&t.v[0][hh].x)[w], a1 = (&t.v[1][hh].x)[w];
-            const uint32_t a2 = (&t.v[2][hh].x)[w], a3 = (&t.v[3][hh].x)[w];
-            moac_mma_bf16(o[8 * hh + 2 * w], pa, __byte_perm(a0, a1, 0x5410), __byte_perm(a2, a3, 0x5410));
-            moac_mma_bf16(o[8 * hh + 2 * w + 1], pa, __byte_perm(a0, a1, 0x7632), __byte_perm(a2, a3, 0x7632));
-        }
+        for (int e = 0; e < 8; ++e)
+            moac_mma<ST>(o[8 * hh + e], pa, moac_tile_vpair<ST>(t.v[0][hh], t.v[1][hh], e),
+                         moac_tile_vpair<ST>(t.v[2][hh], t.v[3][hh], e));
 }
 /* the partials of head r: m, z (summed over the lane's column group), o (lane c holds dv = 64 h + 16 c + 0 … 15) */
 template <int DV>
@@ -140,19 +187,27 @@ static __device__ __forceinline__ void moac_tile_finish(const float (&o)[DV / 8]
 }"""
 
 
+ST = {"bf16": 0, "f16": 1, "f8e4m3": 2, "f8e5m2": 3}      # HELPERS' storage codes
+ETYPE = {"bf16": "uint16_t", "f16": "uint16_t", "f8e4m3": "uint8_t", "f8e5m2": "uint8_t"}
+
+
 def _step(t: cir.Tile, buf: str, j: str, itype: str, ctype: str) -> list[str]:
-    L = ["{", "    float moac_s[2][4], moac_x[4];", f"    moac_tile_scores<{t.dk}, {t.dv}>({buf}, moac_qa, moac_s);"]
+    st = ST[t.storage]
+    L = ["{", "    float moac_s[2][4], moac_x[4], moac_w[4];",
+         f"    moac_tile_scores<{t.dk}, {t.dv}, {st}>({buf}, moac_qa, moac_s);"]
     score = cir.expr(t.score, ctype)
+    weight = cir.expr(t.weight, ctype) if t.weight is not None else None
     for e in range(4):
         b, col = divmod(e, 2)
         L += ["    {",
               f"        const {itype} moac_u = {j} + {8 * b + col} + 2 * moac_tc;   /* the token of score {e} in the chunk */",
-              f"        const {itype} {t.tok} = moac_t0 + moac_u;",
+              f"        const {itype} {t.tok} = moac_t0 + (moac_u < moac_tn ? moac_u : moac_tn - 1);",
               f"        const float moac_sv = moac_s[{b}][{col}] + moac_s[{b}][{col + 2}];",
               f"        moac_x[{e}] = moac_u < moac_tn ? {score} : -INFINITY;",
+              f"        moac_w[{e}] = {weight or '1.0f'};",
               f"        (void){t.tok};",
               "    }"]
-    L += [f"    moac_tile_pv<{t.dk}, {t.dv}>({buf}, moac_o, moac_tm, moac_tz, moac_x, moac_live);", "}"]
+    L += [f"    moac_tile_pv<{t.dk}, {t.dv}, {st}>({buf}, moac_o, moac_tm, moac_tz, moac_x, moac_w, moac_live);", "}"]
     return L
 
 
@@ -160,8 +215,17 @@ def render(t: cir.Tile, itype: str, ctype: str = "float") -> str:
     """The tile's statements inside a gang iteration of a one-warp block (`moac_lane`)."""
     e = lambda x: cir.expr(x, ctype)          # noqa: E731
     m, z, o = t.parts
-    load = (f"moac_tile_load<{t.dk}, {t.dv}>({{buf}}, moac_kb, moac_vb, {t.k_step}, {t.v_step}, {{j}}, "
-            "moac_tn - 1, moac_tr, moac_tc);")
+    st, et = ST[t.storage], ETYPE[t.storage]
+
+    def load(buf: str, j: str) -> str:
+        """The rows of the 16 tokens from j on a lane loads (the last token's past the chunk)."""
+        rows = [("moac_kr", b, f"{j} + {8 * b} + moac_tr", t.k, t.k_at) for b in range(2)]
+        rows += [("moac_vr", i, f"{j} + {8 * (i // 2) + i % 2} + 2 * moac_tc", t.v, t.v_at) for i in range(4)]
+        L = ["{", f"    const {et} *moac_kr[2], *moac_vr[4];"]
+        for name, i, tok, arr, off in rows:
+            L.append(f"    {{ const {itype} moac_tok = moac_t0 + min(({itype})({tok}), moac_tn - 1); "
+                     f"{name}[{i}] = {arr} + ({e(off)}); }}")
+        return "\n".join(L + [f"    moac_tile_load({buf}, moac_kr, moac_vr, moac_tr, moac_tc);", "}"])
     ind = lambda lines, n: ["    " * n + ln for ln in lines]   # noqa: E731
     L = [f"{{   /* tensor-core tile {t.shape}: the {t.rows} heads and their low halves as rows (moac.schedule.plans.tiles) */",
          "    const int moac_tr = moac_lane >> 2, moac_tc = moac_lane & 3;",
@@ -169,21 +233,20 @@ def render(t: cir.Tile, itype: str, ctype: str = "float") -> str:
          f"    const {itype} {t.row} = moac_live ? moac_tr : 0;",
          f"    const {itype} moac_t0 = {e(t.start)}, moac_tn = {e(t.count)};",
          f"    uint32_t moac_qa[{t.dk // 16}][4];",
-         f"    moac_tile_q<{t.dk}>(moac_qa, {t.q} + ({e(t.q_at)}), moac_live, moac_tc);",
-         f"    const uint16_t *moac_kb = {t.k} + ({e(t.k_at)}), *moac_vb = {t.v} + ({e(t.v_at)});",
+         f"    moac_tile_q<{t.dk}, {st}>(moac_qa, {t.q} + ({e(t.q_at)}), moac_live, moac_tc);",
          f"    float moac_o[{t.dv // 8}][4];",
          f"    for (int moac_i = 0; moac_i < {t.dv // 8}; ++moac_i)",
          "        moac_o[moac_i][0] = moac_o[moac_i][1] = moac_o[moac_i][2] = moac_o[moac_i][3] = 0.0f;",
          "    float moac_tm = -INFINITY, moac_tz = 0.0f;",
          "    if (moac_tn > 0) {",
-         f"        moac_kv_tile<{t.dk}, {t.dv}> moac_ta, moac_tb;",
-         "        " + load.format(buf="moac_ta", j="0"),
+         f"        moac_kv_tile<{t.dk}, {t.dv}, {st}> moac_ta, moac_tb;",
+         *ind(load("moac_ta", "0").splitlines(), 2),
          f"        for ({itype} moac_j = 0; moac_j < moac_tn; moac_j += 32) {{   /* 16 tokens a step, the next step's loads first */",
          "            if (moac_j + 16 < moac_tn)",
-         "                " + load.format(buf="moac_tb", j="moac_j + 16")]
+         *ind(load("moac_tb", "moac_j + 16").splitlines(), 4)]
     L += ind(_step(t, "moac_ta", "moac_j", itype, ctype), 3)
     L += ["            if (moac_j + 16 >= moac_tn)", "                break;",
-          "            if (moac_j + 32 < moac_tn)", "                " + load.format(buf="moac_ta", j="moac_j + 32")]
+          "            if (moac_j + 32 < moac_tn)", *ind(load("moac_ta", "moac_j + 32").splitlines(), 4)]
     L += ind(_step(t, "moac_tb", "moac_j + 16", itype, ctype), 3)
     L += ["        }", "    }",
           f"    moac_tile_finish<{t.dv}>(moac_o, moac_tm, moac_tz, moac_live, moac_tc, {m} + ({e(t.m_at)}), "

@@ -198,8 +198,8 @@ class TensorTile(Scope):
 
     The operands are given by the offsets of their first elements (γ, sympy), written with
     the placeholders `row` (the group member) and `tok` (the token): q_at of q[row, 0],
-    k_at and v_at of k[tok, 0] and v[tok, 0], rows k_step and v_step elements apart, every
-    row contiguous along d (γ-difference 1, checked by the plan); m_at, z_at, o_at the
+    k_at and v_at of k[tok, 0] and v[tok, 0] (through a page table, say), every row
+    contiguous along d (γ-difference 1, checked by the plan); m_at, z_at, o_at the
     offsets of row's partials (o at output element 0).  `score` is the score as a function
     of the dot product, the Local `moac_sv` (the ÷ √dk of the program, say); the tokens
     are start … start + count − 1, and `tok_var` names the DNF token axis in `score`."""
@@ -209,8 +209,6 @@ class TensorTile(Scope):
     q_at: object = 0
     k_at: object = 0
     v_at: object = 0
-    k_step: int = 0
-    v_step: int = 0
     row: object = None
     tok: object = None
     tok_var: object = None
@@ -225,6 +223,8 @@ class TensorTile(Scope):
     z_at: object = 0
     o_at: object = 0
     shape: str = ""         # the tile instruction, e.g. "m16n8k16 bf16 → f32"
+    storage: str = "bf16"   # K's and V's element type
+    weight: object = None   # a factor of token tok's values (vs[tok]: V_real = V × vs), or None
 
     def meaning(self) -> str:
         """The tile's line in the ONF mapping tree."""

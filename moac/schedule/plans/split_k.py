@@ -183,7 +183,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     passes = max_init(members) + pass1 + pass2 + pass3 + tuple(stores)
     if grp is not None:
         fi = tuple(frame) + (g,)
-        tile = tiles.derive(ctx, E, W if Wt is None else None, ev, l, members, (gv, gc, a), rest, rest_ext, g * C, cn,
+        tile = tiles.derive(ctx, E, W, Wt, ev, l, members, (gv, gc, a), rest, rest_ext, g * C, cn,
                             passes, (("@m_part", fi), ("@z_part", fi), ("@o_part", fi + (0,) * len(rest))))
         if isinstance(tile, str):
             ctx.notes.append(f"no tensor-core tile: {tile}")

@@ -37,8 +37,9 @@ from ..lower import lower
 from .generic import outer_reductions
 from .split_k_passes import midx, msub
 
-TILE = "m16n8k16 bf16 → f32"     # the instruction: 16 rows × 8 columns, 16 terms, bf16 operands
-STORAGE = ("bf16",)              # K and V storage the tile reads as its operands exactly
+# K and V storage -> the operand type of the tile instruction (16 rows × 8 columns, 16 terms),
+# which holds every value of the storage exactly (E4M3 and E5M2 are f16 values)
+STORAGE = {"bf16": "bf16", "f16": "f16", "f8e4m3": "f16", "f8e5m2": "f16"}
 MAX_ROWS = 8                     # heads of a group: rows r and r + 8 hold the two halves
 
 
@@ -47,17 +48,20 @@ def _replace(e, old, new):
     return new if e == old else map_children(e, lambda c: _replace(c, old, new))
 
 
-def _row_of(off, var) -> int | None:
-    """The constant γ-difference of `off` along `var` where `off` is affine in it."""
-    d = sp.sympify(lane_diff(off, var))
-    if not d.is_Integer or sp.expand(off - d * var).has(var):
-        return None
-    return int(d)
+def _starts_aligned(off, shape) -> bool:
+    """Every row start is a multiple of 8 elements: the row length (the last extent) is, and
+    the offset is a sum of terms with that factor (a page number read from data times it)."""
+    last = sp.sympify(shape[-1]) if shape else sp.Integer(1)
+    if not (last.is_Integer and int(last) % 8 == 0):
+        return False
+    return all(sp.fraction(sp.cancel(t / 8))[1] == 1 for t in sp.Add.make_args(sp.expand(off)))
 
 
-def derive(ctx, E, W, ev, l, members: list, group, rest, rest_ext, start, count, body, parts) -> TensorTile | str:
+def derive(ctx, E, W, Wt, ev, l, members: list, group, rest, rest_ext, start, count, body,
+           parts) -> TensorTile | str:
     """The tile of a gang's chunk, or why there is none.  E is the score of token l (one
-    reduction over ev), W the weighted values, members the group's substitutions and
+    reduction over ev), W the weighted values and Wt their factor per token (or None),
+    members the group's substitutions and
     group (gv, gc, a) with gv = gc·a + m; rest the output axes; body the lane passes it
     replaces; parts the (buffer, index) of the partials m, z, o of member 0."""
     M = len(members)
@@ -85,42 +89,46 @@ def derive(ctx, E, W, ev, l, members: list, group, rest, rest_ext, start, count,
     if not isinstance(W, DRead):
         return "the weighted values are not one array element"
     kr, qr, vr = kr[0], qr[0], W
-    for r in (qr, kr, vr):
-        if any(has_data(sp.sympify(i)) for i in r.index):
-            return f"{r.array}'s rows are read through an index array"
+    if any(has_data(sp.sympify(i)) for i in qr.index):
+        return f"the query {qr.array} is read through an index array"
     kd, vd, qd = (ctx.buffers[x.array].dtype for x in (kr, vr, qr))
-    if kd not in STORAGE or vd not in STORAGE:
-        return f"K and V are stored as {kd} and {vd}: the tile's operands are {'/'.join(STORAGE)}"
+    if kd not in STORAGE or kd != vd:
+        return (f"K and V are stored as {kd} and {vd}: the tile reads one of {', '.join(STORAGE)} "
+                "as its operands")
     if qd != "f32":
         return f"the query is stored as {qd}: the tile splits f32 queries"
     gv, gc, a = group
     row, tok = internal("moac_row"), internal("moac_tok")
     sub = {sp.floor(gv / gc): a, sp.Mod(gv, gc): row, gv: a * gc + row}
     dv = rest[0]
-    offs, steps = {}, {}
+    offs = {}
     for r, axis, name in ((qr, ev, "query"), (kr, ev, "key"), (vr, dv, "value")):
         full = gamma(tuple(midx(sp.sympify(i), sub).xreplace({l: tok}) for i in r.index), ctx.buffers[r.array].shape)
         if sp.sympify(lane_diff(full, axis)) != 1:
             return f"the {name} rows are not contiguous along {axis.name}"
         offs[name] = sp.expand(full.xreplace({axis: 0}))
-        if name != "query":
-            if row in offs[name].free_symbols:
-                return f"the {name} rows differ between the heads of a group"
-            steps[name] = _row_of(offs[name], tok)
-            if steps[name] is None or steps[name] % 8:
-                return f"the {name} rows are not evenly spaced along the tokens by a multiple of 8 elements"
+        if name != "query" and row in offs[name].free_symbols:
+            return f"the {name} rows differ between the heads of a group"
+        if not _starts_aligned(offs[name], ctx.buffers[r.array].shape):
+            return f"the {name} rows do not start at multiples of 8 elements (16-byte loads)"
     Es = _replace(msub(E, sub), msub(red, sub), DRead("@moac_sv", ()))
     pre, score = lower(Es, _Names(), reads={("@moac_sv", ()): "moac_sv"})
     if pre:
         return "the score has a second reduction"
+    weight = None
+    if Wt is not None:
+        pre, weight = lower(msub(Wt, sub), _Names())
+        if pre:
+            return "the values' factor per token has a reduction"
     (m, mi), (z, zi), (o, oi) = parts
 
     def part(buf, idx):
         return sp.expand(gamma(tuple(midx(sp.sympify(i), sub) for i in idx), ctx.buffers[buf].shape))
     return TensorTile(body=body, q=qr.array, k=kr.array, v=vr.array, q_at=offs["query"], k_at=offs["key"],
-                      v_at=offs["value"], k_step=steps["key"], v_step=steps["value"], row=row, tok=tok, tok_var=l,
+                      v_at=offs["value"], row=row, tok=tok, tok_var=l,
                       rows=M, dk=int(dk), dv=int(rest_ext[0]), start=start, count=count, score=score,
-                      parts=(m, z, o), m_at=part(m, mi), z_at=part(z, zi), o_at=part(o, oi), shape=TILE)
+                      parts=(m, z, o), m_at=part(m, mi), z_at=part(z, zi), o_at=part(o, oi),
+                      shape=f"m16n8k16 {STORAGE[kd]} → f32", storage=kd, weight=weight)
 
 
 class _Names:
