@@ -111,9 +111,11 @@ OPTIONAL_HELPERS = {
     "static inline float moac_f8e5m2x2_to_f32(uint16_t two, int k) { return moac_f8e5m2_to_f32((uint8_t)(two >> (8 * k))); }",
     "moac_ragged_pick_i32": "/* a ragged batch's chunks enumerated densely: gang w is chunk g of sequence b, where "
         "w = Σ_{b' < b} ⌈lens[b'] ÷ chunk⌉ + g;\n"
-        " * returns g·(B + 1) + b (b = B past the last chunk) */\n"
+        " * returns g·(B + 1) + b (b = B past the last chunk)\n"
+        " * (in 32 bits: the lengths are checked to lie in 0 … N < 2^31 and the chunk is at most 1024) */\n"
         "static inline int64_t moac_ragged_pick_i32(int64_t w, const int32_t *lens, int64_t B, int64_t chunk) { "
-        "int64_t b = 0; for (; b < B; ++b) { int64_t c = ((int64_t)lens[b] + chunk - 1) / chunk; "
+        "const uint32_t c32 = (uint32_t)chunk; int64_t b = 0; "
+        "for (; b < B; ++b) { int64_t c = (int64_t)(((uint32_t)lens[b] + c32 - 1u) / c32); "
         "if (w < c) break; w -= c; } return w * (B + 1) + b; }",
     "moac_ragged_pick_i64": "/* a ragged batch's chunks enumerated densely: gang w is chunk g of sequence b, where "
         "w = Σ_{b' < b} ⌈lens[b'] ÷ chunk⌉ + g;\n"

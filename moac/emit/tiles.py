@@ -222,9 +222,17 @@ def render(t: cir.Tile, itype: str, ctype: str = "float") -> str:
         rows = [("moac_kr", b, f"{j} + {8 * b} + moac_tr", t.k, t.k_at) for b in range(2)]
         rows += [("moac_vr", i, f"{j} + {8 * (i // 2) + i % 2} + 2 * moac_tc", t.v, t.v_at) for i in range(4)]
         L = ["{", f"    const {et} *moac_kr[2], *moac_vr[4];"]
-        for name, i, tok, arr, off in rows:
-            L.append(f"    {{ const {itype} moac_tok = moac_t0 + min(({itype})({tok}), moac_tn - 1); "
-                     f"{name}[{i}] = {arr} + ({e(off)}); }}")
+        if t.blocks is not None:        # one base per step (a step never leaves a page), rows a stride apart
+            (kb, ks), (vb, vs) = t.blocks
+            L += [f"    const {itype} moac_blk = (moac_t0 + {j}) / 16;",
+                  f"    const {et} *moac_kb = {t.k} + ({e(kb)}), *moac_vb = {t.v} + ({e(vb)});"]
+            for name, i, tok, arr, off in rows:
+                base, stride = ("moac_kb", ks) if name == "moac_kr" else ("moac_vb", vs)
+                L.append(f"    {name}[{i}] = {base} + (min(({itype})({tok}), moac_tn - 1) - ({j})) * {stride};")
+        else:
+            for name, i, tok, arr, off in rows:
+                L.append(f"    {{ const {itype} moac_tok = moac_t0 + min(({itype})({tok}), moac_tn - 1); "
+                         f"{name}[{i}] = {arr} + ({e(off)}); }}")
         return "\n".join(L + [f"    moac_tile_load({buf}, moac_kr, moac_vr, moac_tr, moac_tc);", "}"])
     ind = lambda lines, n: ["    " * n + ln for ln in lines]   # noqa: E731
     L = [f"{{   /* tensor-core tile {t.shape}: the {t.rows} heads and their low halves as rows (moac.schedule.plans.tiles) */",

@@ -209,6 +209,8 @@ class TensorTile(Scope):
     q_at: object = 0
     k_at: object = 0
     v_at: object = 0
+    blocks: tuple | None = None   # ((K base, stride), (V base, stride)): the rows of token 16·τ + u at
+                                  # base(τ) + stride·u, u < 16 (τ the placeholder moac_blk), or None
     row: object = None
     tok: object = None
     tok_var: object = None

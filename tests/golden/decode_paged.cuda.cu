@@ -59,8 +59,9 @@ __host__ __device__
 static inline int32_t moac_imax32(int32_t a, int32_t b) { return a > b ? a : b; }
 __host__ __device__
 /* a ragged batch's chunks enumerated densely: gang w is chunk g of sequence b, where w = Σ_{b' < b} ⌈lens[b'] ÷ chunk⌉ + g;
- * returns g·(B + 1) + b (b = B past the last chunk) */
-static inline int64_t moac_ragged_pick_i32(int64_t w, const int32_t *lens, int64_t B, int64_t chunk) { int64_t b = 0; for (; b < B; ++b) { int64_t c = ((int64_t)lens[b] + chunk - 1) / chunk; if (w < c) break; w -= c; } return w * (B + 1) + b; }
+ * returns g·(B + 1) + b (b = B past the last chunk)
+ * (in 32 bits: the lengths are checked to lie in 0 … N < 2^31 and the chunk is at most 1024) */
+static inline int64_t moac_ragged_pick_i32(int64_t w, const int32_t *lens, int64_t B, int64_t chunk) { const uint32_t c32 = (uint32_t)chunk; int64_t b = 0; for (; b < B; ++b) { int64_t c = (int64_t)(((uint32_t)lens[b] + c32 - 1u) / c32); if (w < c) break; w -= c; } return w * (B + 1) + b; }
 static __device__ inline float moac_warp_add_f32(float x) { for (int o = 16; o > 0; o >>= 1) x = x + __shfl_xor_sync(0xffffffffu, x, o); return x; }
 static __device__ inline float moac_warp_max_f32(float x) { for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o)); return x; }
 

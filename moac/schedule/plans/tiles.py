@@ -32,6 +32,7 @@ import sympy as sp
 from ...dnf import DOp, DRead, map_children
 from ...front.data import has_data
 from ..index import gamma, internal, lane_diff
+from ..choices import MIN_CHUNK
 from ..ir import TensorTile
 from ..lower import lower
 from .generic import outer_reductions
@@ -55,6 +56,33 @@ def _starts_aligned(off, shape) -> bool:
     if not (last.is_Integer and int(last) % 8 == 0):
         return False
     return all(sp.fraction(sp.cancel(t / 8))[1] == 1 for t in sp.Add.make_args(sp.expand(off)))
+
+
+STEP = 16                        # tokens of one tile step; a step starts at a multiple of it
+
+
+def _blocked(off, tok):
+    """off(tok) as base(τ) + stride·u for tok = 16·τ + u, u < 16, where the algebra allows it:
+    a row of contiguous tokens, or rows through a page of m tokens (⌊tok ÷ m⌋, tok mod m) with
+    16 | m, whose page a step never leaves.  Returns (base, stride) or None (then each lane
+    computes each of its rows' offsets)."""
+    tb, tu = internal("moac_blk"), internal("moac_tu")
+
+    def one(x):
+        if isinstance(x, sp.floor):
+            num, den = sp.fraction(sp.together(x.args[0]))
+            if num == tok and den.is_Integer and int(den) % STEP == 0:
+                return sp.floor(tb / (int(den) // STEP))
+        if isinstance(x, sp.Mod) and x.args[0] == tok and x.args[1].is_Integer and int(x.args[1]) % STEP == 0:
+            return STEP * sp.Mod(tb, int(x.args[1]) // STEP) + tu
+        return x
+    new = sp.expand(sp.sympify(off).replace(lambda x: isinstance(x, (sp.floor, sp.Mod)), one)
+                    .xreplace({tok: STEP * tb + tu}))
+    stride = sp.sympify(lane_diff(new, tu))
+    base = sp.expand(new - stride * tu)
+    if not stride.is_Integer or base.has(tu) or new.has(tok):
+        return None
+    return base, int(stride)
 
 
 def derive(ctx, E, W, Wt, ev, l, members: list, group, rest, rest_ext, start, count, body,
@@ -124,8 +152,10 @@ def derive(ctx, E, W, Wt, ev, l, members: list, group, rest, rest_ext, start, co
 
     def part(buf, idx):
         return sp.expand(gamma(tuple(midx(sp.sympify(i), sub) for i in idx), ctx.buffers[buf].shape))
+    # a gang's tokens start at g·chunk, the chunk a power of two of at least MIN_CHUNK tokens
+    blocks = (_blocked(offs["key"], tok), _blocked(offs["value"], tok)) if MIN_CHUNK % STEP == 0 else (None,)
     return TensorTile(body=body, q=qr.array, k=kr.array, v=vr.array, q_at=offs["query"], k_at=offs["key"],
-                      v_at=offs["value"], row=row, tok=tok, tok_var=l,
+                      v_at=offs["value"], blocks=blocks if None not in blocks else None, row=row, tok=tok, tok_var=l,
                       rows=M, dk=int(dk), dv=int(rest_ext[0]), start=start, count=count, score=score,
                       parts=(m, z, o), m_at=part(m, mi), z_at=part(z, zi), o_at=part(o, oi),
                       shape=f"m16n8k16 {STORAGE[kd]} → f32", storage=kd, weight=weight)
