@@ -169,3 +169,16 @@ def test_the_tiled_cuda_compiles_with_nvcc_without_spilling(tmp_path):
     assert r.returncode == 0, r.stderr
     assert " 0 bytes spill stores" in r.stderr and "spill stores" in r.stderr
     assert all(" 0 bytes spill" in ln for ln in r.stderr.splitlines() if "spill" in ln)
+
+
+def test_tile_kernels_aim_for_one_wave_of_gangs(tmp_path):
+    """cuda's chunk choice aims for Target.tile_gangs where the kernels have tiles (8 one-warp
+    blocks of 255 registers per multiprocessor), for Target.gangs elsewhere."""
+    from moac.targets import get_target
+    cu = get_target("cuda")
+    tiled = moac.load(bf16("decode_gqa_batched", tmp_path)).c_source(target="cuda", sizes=GQA)
+    plain = moac.load(ROOT / "examples" / "decode_gqa_batched.moa").c_source(target="cuda", sizes=GQA)
+    acc = moac.load(bf16("decode_gqa_batched", tmp_path)).c_source(target="openacc", sizes=GQA)
+    assert f"about {cu.tile_gangs} gangs in all" in tiled and f"about {cu.gangs} gangs in all" in plain
+    assert f"about {get_target('openacc').gangs} gangs in all" in acc
+    assert cu.gang_target(True) == cu.tile_gangs != cu.gang_target(False) == cu.gangs

@@ -304,6 +304,15 @@ class Schedule:
     statements: tuple    # the DNF statements the kernels compute (after the DNF passes)
     notes: tuple = field(default=())
 
+    @property
+    def tiled(self) -> bool:
+        """Whether a kernel has a TensorTile (its target may print tile instructions)."""
+        def walk(body) -> bool:
+            return any(isinstance(st, TensorTile) or any(walk(getattr(st, f)) for f in ("body", "then", "other")
+                                                         if isinstance(getattr(st, f, None), tuple))
+                       for st in body)
+        return any(walk(k.body) for k in self.kernels)
+
     def buffer(self, name: str) -> Buffer:
         for b in self.buffers:
             if b.name == name:

@@ -48,10 +48,17 @@ class Target:
     gang_memory: bool = False          # buffers placed "gang" live in on-chip memory of the gang's block
     tensor_tiles: bool = False         # it prints a TensorTile's tile instructions (mma.sync, bf16 operands);
                                        # without, a gang runs the tile's lane passes
+    tile_gangs: int = 0                # the gang count the chunk choice aims for where a kernel has tiles
+                                       # (0: `gangs`)
     scan_gangs: bool = False           # a gang may find its work by a short scan (a ragged batch's chunks
                                        # enumerated densely, plans/split_k._dense_chunks): cheap on CUDA
                                        # blocks; GCC's OpenACC ran the ragged kernel at 54 % of the dense
                                        # one with it, 67 % without (H200); host threads split gangs statically
+
+    def gang_target(self, tiled: bool) -> int:
+        """About how many gangs the split-K chunk choice aims for (`tiled`: the schedule has
+        tensor-core tiles, which this target prints)."""
+        return self.tile_gangs if tiled and self.tensor_tiles and self.tile_gangs else self.gangs
 
     def gang_pragma(self, collapse: int, arrays: tuple) -> str | None:
         if self.gang is None:
