@@ -30,8 +30,9 @@ TARGET = Target(
     gang_memory=True,                  # __shared__
     scan_gangs=True,
     tensor_tiles=int("".join(c for c in ARCH[3:] if c.isdigit()) or 0) >= 80,   # mma.sync with bf16: sm_80 on
-    # a tile kernel holds 255 registers a lane: 8 one-warp blocks per multiprocessor, 132 × 8 = 1056
-    # on an H200, so about one wave of gangs; measured against 2048 and 4096 (docs/benchmarks.md)
-    tile_gangs=int(os.environ.get("MOAC_CUDA_TILE_GANGS", "1024")),
+    # the gang count for kernels with tensor-core tiles, for experiments (0: `gangs`).  1024 (about
+    # one wave of their 8 blocks per multiprocessor) measured faster for single-sequence GQA and
+    # slower for a ragged batch (docs/benchmarks.md), so the tiles keep the 4096 of the others
+    tile_gangs=int(os.environ.get("MOAC_CUDA_TILE_GANGS", "0")),
     offload={"nvptx": _FLAGS},
 )
