@@ -153,3 +153,41 @@ def test_an_empty_vector_unified_with_an_axis_compiles_for_an_empty_axis():
     assert prog.compile(target="c")(x=np.zeros(0, np.float32))["y"].shape == (0,)
     with pytest.raises(moac.ArgumentError, match="they must be equal, but n = 2"):
         prog.compile(target="c")(x=np.zeros(2, np.float32))
+
+
+MASKED = """size n, dk, dv
+input q : f32 ⟨dk⟩
+input K : f32 ⟨n dk⟩
+input V : f32 ⟨n dv⟩
+input mask : f32 ⟨n⟩
+s = ((q +.× ⍉K) ÷ √dk) + mask
+out = (softmax s) +.× V
+output out
+"""
+
+
+@pytest.mark.parametrize("target", ["c", "openmp", "openacc"])
+def test_a_chunk_whose_scores_are_all_minus_infinity_adds_nothing_not_nan(target):
+    """A mask of −∞ over whole chunks of the split-K plan: the chunk's state is the lse
+    identity (−∞, 0, 0); before, pass 2 computed exp(−∞ − (−∞)) = NaN and the kernel returned
+    NaN where the interpreter gives the softmax of the other tokens.  All −∞ is still NaN
+    (docs/reliability.md), and a NaN score still propagates."""
+    prog = moac.parse(MASKED, "masked.moa")
+    n, dk, dv = 3000, 16, 8
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal(dk).astype(np.float32)
+    K = rng.standard_normal((n, dk)).astype(np.float32)
+    V = rng.standard_normal((n, dv)).astype(np.float32)
+    kern = prog.compile(target=target)
+    for masked, nan_at in ((slice(0, 2000), None), (slice(1000, 3000), None), (slice(0, n), None), (slice(0, n), 7)):
+        mask = np.zeros(n, np.float32)
+        mask[masked] = -np.inf
+        if nan_at is not None:
+            mask[nan_at] = np.nan
+        ref = prog.evaluate(q=q, K=K, V=V, mask=mask, sizes=dict(n=n, dk=dk, dv=dv))["out"]
+        r = kern(q=q, K=K, V=V, mask=mask)
+        got = np.asarray(r["out"] if isinstance(r, dict) else r)
+        assert np.array_equal(np.isnan(got), np.isnan(ref)), (masked, nan_at)
+        fin = np.isfinite(ref)
+        np.testing.assert_allclose(got[fin], ref[fin], rtol=1e-5, atol=1e-6)
+    assert np.isnan(ref).all()          # every score −∞ (and one NaN): NaN, as promised

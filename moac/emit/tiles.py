@@ -138,12 +138,13 @@ static __device__ __forceinline__ void moac_tile_pv(const moac_kv_tile<DK, DV, S
     tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
     tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 2));
     const float mn = fmaxf(m, tm);
-    const bool none = mn == -INFINITY;          /* every score so far −∞: no weight yet */
-    const float alpha = none ? 1.0f : moac_expf(m - mn);
+    /* the shift clamped to the least finite float: while every score so far is −∞ (a mask) the
+     * state stays the identity (−∞, 0, 0) instead of exp(−∞ − (−∞)) = NaN; a NaN score stays NaN */
+    const float shift = fmaxf(mn, -3.4028234663852886e38f), alpha = moac_expf(m - shift);
     float p[4], pw[4], h[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-        p[e] = none ? 0.0f : moac_expf(x[e] - mn);
+        p[e] = moac_expf(x[e] - shift);
         pw[e] = p[e] * w[e];
         h[e] = moac_tile_round<ST>(pw[e]);
     }

@@ -122,7 +122,7 @@ int moac_decode_with_workspace(const float *restrict q_, const float *restrict K
         float zg = 0.0f;
         for (int64_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
             int64_t l_ = c + chunk * g;
-            float e = moac_expf(moac_p[l_] - mg);
+            float e = moac_expf(moac_p[l_] - fmaxf(mg, -3.4028234663852886e+38f));
             moac_p[l_] = e;
             zg = zg + e;
         }

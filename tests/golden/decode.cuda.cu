@@ -161,7 +161,7 @@ __global__ void __launch_bounds__(32) moac_decode_k1_partials(const float *__res
         #pragma unroll 4
         for (int64_t c = moac_lane; c < cn; c += 32) {  /* pass 2: p = exp(score − chunk max), chunk sum */
             int64_t l_ = c + chunk * g;
-            float e = moac_expf(moac_p[l_ - chunk * g] - mg);
+            float e = moac_expf(moac_p[l_ - chunk * g] - fmaxf(mg, -3.4028234663852886e+38f));
             moac_p[l_ - chunk * g] = e;
             zg = zg + e;
         }
@@ -401,7 +401,7 @@ __global__ void __launch_bounds__(32) moac_decode_k1_partials_i32(const float *_
         #pragma unroll 4
         for (int32_t c = moac_lane; c < cn; c += 32) {  /* pass 2: p = exp(score − chunk max), chunk sum */
             int32_t l_ = c + chunk * g;
-            float e = moac_expf(moac_p[l_ - chunk * g] - mg);
+            float e = moac_expf(moac_p[l_ - chunk * g] - fmaxf(mg, -3.4028234663852886e+38f));
             moac_p[l_ - chunk * g] = e;
             zg = zg + e;
         }

@@ -168,7 +168,7 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
                 #pragma acc loop vector reduction(+:zg)
                 for (int32_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
                     int32_t l_ = c + chunk * g;
-                    float e = moac_expf(moac_p[l_] - mg);
+                    float e = moac_expf(moac_p[l_] - fmaxf(mg, -3.4028234663852886e+38f));
                     moac_p[l_] = e;
                     zg = zg + e;
                 }
@@ -310,7 +310,7 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
             #pragma acc loop vector reduction(+:zg)
             for (int64_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
                 int64_t l_ = c + chunk * g;
-                float e = moac_expf(moac_p[l_] - mg);
+                float e = moac_expf(moac_p[l_] - fmaxf(mg, -3.4028234663852886e+38f));
                 moac_p[l_] = e;
                 zg = zg + e;
             }

@@ -182,7 +182,7 @@ __global__ void __launch_bounds__(32) moac_decode_gqa_fp8_head_k1_partials(const
         #pragma unroll 4
         for (int64_t c = moac_lane; c < cn; c += 32) {  /* pass 2: p = exp(score − chunk max) × the token's weight factor, chunk sum */
             int64_t l_ = c + chunk * g;
-            float e = moac_expf(moac_p[l_ - chunk * g] - mg);
+            float e = moac_expf(moac_p[l_ - chunk * g] - fmaxf(mg, -3.4028234663852886e+38f));
             float wt = vs_[i_ * hkv_ + j_ / g_];
             moac_p[l_ - chunk * g] = e * wt;
             zg = zg + e;
@@ -427,7 +427,7 @@ __global__ void __launch_bounds__(32) moac_decode_gqa_fp8_head_k1_partials_i32(c
         #pragma unroll 4
         for (int32_t c = moac_lane; c < cn; c += 32) {  /* pass 2: p = exp(score − chunk max) × the token's weight factor, chunk sum */
             int32_t l_ = c + chunk * g;
-            float e = moac_expf(moac_p[l_ - chunk * g] - mg);
+            float e = moac_expf(moac_p[l_ - chunk * g] - fmaxf(mg, -3.4028234663852886e+38f));
             float wt = vs_[i_ * hkv_ + j_ / g_];
             moac_p[l_ - chunk * g] = e * wt;
             zg = zg + e;

@@ -187,7 +187,7 @@ int moac_decode_gqa_fp8_head_device(const float *restrict Q_, const uint8_t *res
                         #pragma acc loop vector reduction(+:zg)
                         for (int32_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max) × the token's weight factor, chunk sum */
                             int32_t l_ = c + chunk * g;
-                            float e = moac_expf(moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] - mg);
+                            float e = moac_expf(moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] - fmaxf(mg, -3.4028234663852886e+38f));
                             float wt = vs_[i_ * hkv_ + j_ / g_];
                             moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] = e * wt;
                             zg = zg + e;
@@ -338,7 +338,7 @@ int moac_decode_gqa_fp8_head_device(const float *restrict Q_, const uint8_t *res
                     #pragma acc loop vector reduction(+:zg)
                     for (int64_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max) × the token's weight factor, chunk sum */
                         int64_t l_ = c + chunk * g;
-                        float e = moac_expf(moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] - mg);
+                        float e = moac_expf(moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] - fmaxf(mg, -3.4028234663852886e+38f));
                         float wt = vs_[i_ * hkv_ + j_ / g_];
                         moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] = e * wt;
                         zg = zg + e;

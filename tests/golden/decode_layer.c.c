@@ -126,7 +126,7 @@ int moac_decode_layer_with_workspace(const float *restrict Wq_, const float *res
         float zg = 0.0f;
         for (int64_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
             int64_t j_ = c + chunk * g;
-            float e = moac_expf(moac_p[j_] - mg);
+            float e = moac_expf(moac_p[j_] - fmaxf(mg, -3.4028234663852886e+38f));
             moac_p[j_] = e;
             zg = zg + e;
         }

@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(32) moac_decode_layer_k4_partials(float *__res
         #pragma unroll 4
         for (int64_t c = moac_lane; c < cn; c += 32) {  /* pass 2: p = exp(score − chunk max), chunk sum */
             int64_t j_ = c + chunk * g;
-            float e = moac_expf(moac_p[j_ - chunk * g] - mg);
+            float e = moac_expf(moac_p[j_ - chunk * g] - fmaxf(mg, -3.4028234663852886e+38f));
             moac_p[j_ - chunk * g] = e;
             zg = zg + e;
         }
@@ -493,7 +493,7 @@ __global__ void __launch_bounds__(32) moac_decode_layer_k4_partials_i32(float *_
         #pragma unroll 4
         for (int32_t c = moac_lane; c < cn; c += 32) {  /* pass 2: p = exp(score − chunk max), chunk sum */
             int32_t j_ = c + chunk * g;
-            float e = moac_expf(moac_p[j_ - chunk * g] - mg);
+            float e = moac_expf(moac_p[j_ - chunk * g] - fmaxf(mg, -3.4028234663852886e+38f));
             moac_p[j_ - chunk * g] = e;
             zg = zg + e;
         }

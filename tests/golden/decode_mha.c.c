@@ -116,7 +116,7 @@ int moac_decode_mha_with_workspace(const float *restrict Q_, const float *restri
                 float zg = 0.0f;
                 for (int64_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
                     int64_t l_ = c + chunk * g;
-                    float e = moac_expf(moac_p[b_ * h_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + i_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] - mg);
+                    float e = moac_expf(moac_p[b_ * h_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + i_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] - fmaxf(mg, -3.4028234663852886e+38f));
                     moac_p[b_ * h_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + i_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] = e;
                     zg = zg + e;
                 }

@@ -179,7 +179,7 @@ int moac_decode_paged_device(const float *restrict Q_, const float *restrict Kp_
                             #pragma acc loop vector reduction(+:zg)
                             for (int32_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
                                 int32_t k_ = c + chunk * g;
-                                float e = moac_expf(moac_p[b_ * (g_ * hkv_) * (chunk * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + i_ * (chunk * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + k_] - mg);
+                                float e = moac_expf(moac_p[b_ * (g_ * hkv_) * (chunk * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + i_ * (chunk * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + k_] - fmaxf(mg, -3.4028234663852886e+38f));
                                 moac_p[b_ * (g_ * hkv_) * (chunk * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + i_ * (chunk * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + k_] = e;
                                 zg = zg + e;
                             }
@@ -331,7 +331,7 @@ int moac_decode_paged_device(const float *restrict Q_, const float *restrict Kp_
                         #pragma acc loop vector reduction(+:zg)
                         for (int64_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
                             int64_t k_ = c + chunk * g;
-                            float e = moac_expf(moac_p[b_ * (g_ * hkv_) * (chunk * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + i_ * (chunk * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + k_] - mg);
+                            float e = moac_expf(moac_p[b_ * (g_ * hkv_) * (chunk * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + i_ * (chunk * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + k_] - fmaxf(mg, -3.4028234663852886e+38f));
                             moac_p[b_ * (g_ * hkv_) * (chunk * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + i_ * (chunk * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + k_] = e;
                             zg = zg + e;
                         }

@@ -122,7 +122,7 @@ int moac_decode_paged_with_workspace(const float *restrict Q_, const float *rest
                     float zg = 0.0f;
                     for (int64_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
                         int64_t k_ = c + chunk * g;
-                        float e = moac_expf(moac_p[b_ * (g_ * hkv_) * (chunk * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + i_ * (chunk * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + k_] - mg);
+                        float e = moac_expf(moac_p[b_ * (g_ * hkv_) * (chunk * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + i_ * (chunk * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + k_] - fmaxf(mg, -3.4028234663852886e+38f));
                         moac_p[b_ * (g_ * hkv_) * (chunk * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + i_ * (chunk * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + k_] = e;
                         zg = zg + e;
                     }

@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(32) moac_decode_ragged_k1_partials(const float
             #pragma unroll 4
             for (int64_t c = moac_lane; c < cn; c += 32) {  /* pass 2: p = exp(score − chunk max), chunk sum */
                 int64_t k_ = c + chunk * g;
-                float e = moac_expf(moac_p[k_ - chunk * g] - mg);
+                float e = moac_expf(moac_p[k_ - chunk * g] - fmaxf(mg, -3.4028234663852886e+38f));
                 moac_p[k_ - chunk * g] = e;
                 zg = zg + e;
             }
@@ -419,7 +419,7 @@ __global__ void __launch_bounds__(32) moac_decode_ragged_k1_partials_i32(const f
             #pragma unroll 4
             for (int32_t c = moac_lane; c < cn; c += 32) {  /* pass 2: p = exp(score − chunk max), chunk sum */
                 int32_t k_ = c + chunk * g;
-                float e = moac_expf(moac_p[k_ - chunk * g] - mg);
+                float e = moac_expf(moac_p[k_ - chunk * g] - fmaxf(mg, -3.4028234663852886e+38f));
                 moac_p[k_ - chunk * g] = e;
                 zg = zg + e;
             }

@@ -101,7 +101,7 @@ int moac_decode_sinks_with_workspace(const float *restrict q_, const float *rest
         float zg = 0.0f;
         for (int64_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
             int64_t i_ = c + chunk * g;
-            float e = moac_expf(moac_p[i_] - mg);
+            float e = moac_expf(moac_p[i_] - fmaxf(mg, -3.4028234663852886e+38f));
             moac_p[i_] = e;
             zg = zg + e;
         }

@@ -178,7 +178,7 @@ int moac_decode_softcap_device(const float *restrict Q_, const float *restrict K
                         #pragma acc loop vector reduction(+:zg)
                         for (int32_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
                             int32_t l_ = c + chunk * g;
-                            float e = moac_expf(moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] - mg);
+                            float e = moac_expf(moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] - fmaxf(mg, -3.4028234663852886e+38f));
                             moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] = e;
                             zg = zg + e;
                         }
@@ -328,7 +328,7 @@ int moac_decode_softcap_device(const float *restrict Q_, const float *restrict K
                     #pragma acc loop vector reduction(+:zg)
                     for (int64_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
                         int64_t l_ = c + chunk * g;
-                        float e = moac_expf(moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] - mg);
+                        float e = moac_expf(moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] - fmaxf(mg, -3.4028234663852886e+38f));
                         moac_p[i_ * (g_ * hkv_) * (chunk * (n_ / chunk + (n_ % chunk != 0))) + j_ * (chunk * (n_ / chunk + (n_ % chunk != 0))) + l_] = e;
                         zg = zg + e;
                     }

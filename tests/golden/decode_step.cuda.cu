@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(32) moac_decode_step_k1_partials(float *__rest
         #pragma unroll 4
         for (int64_t c = moac_lane; c < cn; c += 32) {  /* pass 2: p = exp(score − chunk max), chunk sum */
             int64_t i_ = c + chunk * g;
-            float e = moac_expf(moac_p[i_ - chunk * g] - mg);
+            float e = moac_expf(moac_p[i_ - chunk * g] - fmaxf(mg, -3.4028234663852886e+38f));
             moac_p[i_ - chunk * g] = e;
             zg = zg + e;
         }
@@ -373,7 +373,7 @@ __global__ void __launch_bounds__(32) moac_decode_step_k1_partials_i32(float *__
         #pragma unroll 4
         for (int32_t c = moac_lane; c < cn; c += 32) {  /* pass 2: p = exp(score − chunk max), chunk sum */
             int32_t i_ = c + chunk * g;
-            float e = moac_expf(moac_p[i_ - chunk * g] - mg);
+            float e = moac_expf(moac_p[i_ - chunk * g] - fmaxf(mg, -3.4028234663852886e+38f));
             moac_p[i_ - chunk * g] = e;
             zg = zg + e;
         }

@@ -173,7 +173,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     if Wt is not None:
         ctx.notes.append(f"the factor {format_expr(Wt)} of the weights does not depend on "
                          f"{', '.join(x.name for x in rest)}: pass 2 multiplies p by it, once per token")
-    pass2 = exp_sum(l, pidx, C, members, Wt, names)
+    pass2 = exp_sum(l, pidx, C, members, Wt, names, ctx.dtype)
     pass3 = weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members, opts)
     stores = []
     for mi, mem in enumerate(members):

@@ -165,10 +165,16 @@ def scores(ctx, names, E, ev, l, pidx: tuple, C, U: int, members: list, opts) ->
     return main, rest
 
 
-def exp_sum(l, pidx: tuple, C, members: list, Wt=None, names=None) -> tuple:
-    """Pass 2: p = exp(score − chunk max) and the chunk sum zg, lanes over the tokens.  With
-    a token factor Wt of the weights (see token_factors) p is stored as exp(…) × Wt, the
-    sum still of exp(…): once per token, where pass 3 would multiply every element."""
+LOWEST = {"f32": -3.4028234663852886e38, "f64": -1.7976931348623157e308}   # the least finite value
+
+
+def exp_sum(l, pidx: tuple, C, members: list, Wt=None, names=None, dtype: str = "f32") -> tuple:
+    """Pass 2: p = exp(score − max(chunk max, lowest)) and the chunk sum zg, lanes over the
+    tokens.  The shift is the chunk maximum clamped to the least finite value: where every
+    score of the chunk is −∞ (a mask) the chunk's state is then the lse identity (−∞, 0, 0),
+    not exp(−∞ − (−∞)) = NaN, and a NaN score still gives NaN.  With a token factor Wt of the
+    weights (see token_factors) p is stored as exp(…) × Wt, the sum still of exp(…): once
+    per token, where pass 3 would multiply every element."""
     M = len(members)
     g, c, cn = internal("g"), internal("c"), internal("cn")
     out = []
@@ -183,7 +189,7 @@ def exp_sum(l, pidx: tuple, C, members: list, Wt=None, names=None) -> tuple:
         out.append(Let(zg, Const(0.0)))
         out.append(Loop(c, cn, "vector", (
             LetIndex(l, g * C + c),
-            Let("e", Op("exp", (Op("sub", (read("@p", idx), Local(mg))),)))) + scale + (
+            Let("e", Op("exp", (Op("sub", (read("@p", idx), Op("max", (Local(mg), Const(LOWEST[dtype]))))),)))) + scale + (
             Store("@p", idx, idx, p),
             Set(zg, Op("add", (Local(zg), Local("e"))))),
             note="pass 2: p = exp(score − chunk max)" + (" × the token's weight factor" if Wt is not None else "")
