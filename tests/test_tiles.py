@@ -183,3 +183,19 @@ def test_the_gang_target_of_tile_kernels_is_target_data(tmp_path, monkeypatch):
     assert dataclasses.replace(get_target("openacc"), tile_gangs=1024).gang_target(True) == get_target("openacc").gangs
     tiled = moac.load(bf16("decode_gqa_batched", tmp_path)).c_source(target="cuda", sizes=GQA)
     assert f"about {cu.gangs} gangs in all" in tiled
+
+
+@pytest.mark.parametrize("page, blocked", [(16, True), (64, True), (8, False), (None, False)])
+def test_a_step_of_16_tokens_reads_one_page_base_where_16_divides_the_page(tmp_path, page, blocked):
+    """Rows of token 16·τ + u at base(τ) + stride·u: contiguous rows always, rows through a
+    page table where the page is a literal multiple of 16 (a step never leaves its page);
+    pages of 8 or of a run-time size give each row's offset per token."""
+    sizes = dict(hq=32, hkv=8, d=128, **({"page": page} if page else {}))
+    (t,) = tiles_of(moac.load(bf16("decode_paged", tmp_path)).onf(target="cuda", sizes=sizes))
+    assert (t.blocks is not None) == blocked
+    if blocked:
+        (kb, ks), (vb, vs) = t.blocks
+        assert ks == vs == 8 * 128                                  # the next token of a page: hkv·d further
+        assert "table" in repr(kb) and "moac_blk" in repr(kb) and "moac_tok" not in repr(kb)
+    dense = tiles_of(moac.load(bf16("decode_gqa_batched", tmp_path)).onf(target="cuda", sizes=GQA))[0]
+    assert dense.blocks[0][1] == dense.blocks[1][1] == 128           # contiguous rows of d = 128
