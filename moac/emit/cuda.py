@@ -77,7 +77,7 @@ def _uses(code) -> tuple[set, set, set, set, set]:
                 arrays.update((q, k, v) + parts)
                 stored.update(parts)
                 reads.add("moac_lane")
-                decls.update((row, tok, "moac_sv", "moac_tok", "moac_blk"))       # declared in the tile's code
+                decls.update((row, tok) + tiles.DECLARED)
             case cir.Call(fn="moac_word" | "moac_word4", args=(cir.Var(name=a), _)):
                 arrays.add(a)
                 words.add(a)

@@ -189,6 +189,7 @@ static __device__ __forceinline__ void moac_tile_finish(const float (&o)[DV / 8]
 
 
 ST = {"bf16": 0, "f16": 1, "f8e4m3": 2, "f8e5m2": 3}      # HELPERS' storage codes
+DECLARED = ("moac_sv", "moac_tok", "moac_blk")          # locals the printed tile declares (besides row and tok)
 ETYPE = {"bf16": "uint16_t", "f16": "uint16_t", "f8e4m3": "uint8_t", "f8e5m2": "uint8_t"}
 
 

@@ -34,7 +34,7 @@ from ...front.data import has_data
 from ..index import gamma, internal, lane_diff
 from ..choices import MIN_CHUNK
 from ..ir import TensorTile
-from ..lower import lower
+from ..lower import Names, lower
 from .generic import outer_reductions
 from .split_k_passes import midx, msub
 
@@ -140,12 +140,12 @@ def derive(ctx, E, W, Wt, ev, l, members: list, group, rest, rest_ext, start, co
         if not _starts_aligned(offs[name], ctx.buffers[r.array].shape):
             return f"the {name} rows do not start at multiples of 8 elements (16-byte loads)"
     Es = _replace(msub(E, sub), msub(red, sub), DRead("@moac_sv", ()))
-    pre, score = lower(Es, _Names(), reads={("@moac_sv", ()): "moac_sv"})
+    pre, score = lower(Es, Names(), reads={("@moac_sv", ()): "moac_sv"})
     if pre:
         return "the score has a second reduction"
     weight = None
     if Wt is not None:
-        pre, weight = lower(msub(Wt, sub), _Names())
+        pre, weight = lower(msub(Wt, sub), Names())
         if pre:
             return "the values' factor per token has a reduction"
     (m, mi), (z, zi), (o, oi) = parts
@@ -153,14 +153,11 @@ def derive(ctx, E, W, Wt, ev, l, members: list, group, rest, rest_ext, start, co
     def part(buf, idx):
         return sp.expand(gamma(tuple(midx(sp.sympify(i), sub) for i in idx), ctx.buffers[buf].shape))
     # a gang's tokens start at g·chunk, the chunk a power of two of at least MIN_CHUNK tokens
-    blocks = (_blocked(offs["key"], tok), _blocked(offs["value"], tok)) if MIN_CHUNK % STEP == 0 else (None,)
+    kb, vb = _blocked(offs["key"], tok), _blocked(offs["value"], tok)
+    blocks = (kb, vb) if MIN_CHUNK % STEP == 0 and kb and vb else None
     return TensorTile(body=body, q=qr.array, k=kr.array, v=vr.array, q_at=offs["query"], k_at=offs["key"],
-                      v_at=offs["value"], blocks=blocks if None not in blocks else None, row=row, tok=tok, tok_var=l,
+                      v_at=offs["value"], blocks=blocks, row=row, tok=tok, tok_var=l,
                       rows=M, dk=int(dk), dv=int(rest_ext[0]), start=start, count=count, score=score,
                       parts=(m, z, o), m_at=part(m, mi), z_at=part(z, zi), o_at=part(o, oi),
                       shape=f"m16n8k16 {STORAGE[kd]} → f32", storage=kd, weight=weight)
 
-
-class _Names:
-    def fresh(self, base: str) -> str:          # lower() asks only when it opens a loop
-        return f"moac_{base}"
