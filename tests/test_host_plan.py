@@ -62,7 +62,8 @@ def test_host_plan_counts_ignore_prefetches():
     """A prefetch moves no value: the openmp Schedule's traffic is the minimum (K and V
     once per KV head: 2·2·128·4 bytes per token) plus a split overhead per chunk only; its
     accumulators (o_part, read and written in L1) count once each way, so the overhead is
-    one o_part row per head more than openacc's."""
+    one o_part row per head more than openacc's, plus the combine's sums o_sum (one row per
+    query head, written and read once: the combine's lanes are over d, not the partials)."""
     import sympy as sp
     prog = moac.parse(source("decode_gqa"), "gqa.moa")
     omp, acc = (prog.onf(target=t, sizes=GQA) for t in ("openmp", "openacc"))
@@ -71,7 +72,8 @@ def test_host_plan_counts_ignore_prefetches():
     over = sp.expand(omp.traffic - omp.minimum)
     assert over.free_symbols - {n} and over.coeff(n) == 0          # nothing per token beyond the minimum
     chunks = [a for a in over.atoms(sp.ceiling)]
-    assert len(chunks) == 1 and sp.expand(omp.traffic - acc.traffic) == 8 * 128 * 4 * chunks[0]
+    o_sum = 2 * GQA["hq"] * 128 * 4
+    assert len(chunks) == 1 and sp.expand(omp.traffic - acc.traffic) == 8 * 128 * 4 * chunks[0] + o_sum
 
 
 def test_workspace_is_kept_and_grown():
@@ -129,3 +131,43 @@ def test_native_builds_are_keyed_by_the_cpu(monkeypatch):
     assert "-march=native" not in moac.parse(source("decode"), "d2.moa").compile(target="openmp").flags
     arch = build.native_arch("gcc")
     assert arch and arch != "unknown"
+
+
+def test_inline_fmax_and_fmin_follow_c_rule_for_nan_and_infinities():
+    """openmp calls moac_fmaxf & co. (selects GCC inlines) where libm's fmaxf would be a
+    call; they must return what C's fmax/fmin return: the other operand where one is NaN,
+    NaN only where both are."""
+    import math
+    import cffi
+    from moac.emit.codegen import OPTIONAL_HELPERS
+    names = ("moac_fmaxf", "moac_fminf", "moac_fmax", "moac_fmin")
+    src = "#include <math.h>\n" + "\n".join(OPTIONAL_HELPERS[n] for n in names) + "\n" + "\n".join(
+        f"{t} t_{n}({t} a, {t} b) {{ return {n}(a, b); }}\n{t} c_{n}({t} a, {t} b) {{ return {n[5:]}(a, b); }}"
+        for n in names for t in ["float" if n.endswith("f") else "double"])
+    lib_path = build.build_library(src, build.compile_flags("openmp", werror=True, native=True))
+    ffi = cffi.FFI()
+    ffi.cdef("\n".join(f"{t} t_{n}({t}, {t}); {t} c_{n}({t}, {t});"
+                       for n in names for t in ["float" if n.endswith("f") else "double"]))
+    lib = ffi.dlopen(str(lib_path))
+    vals = [0.0, 1.5, -2.25, math.inf, -math.inf, math.nan, 3e38, -1e-40]
+    for n in names:
+        for a in vals:
+            for b in vals:
+                got, want = getattr(lib, f"t_{n}")(a, b), getattr(lib, f"c_{n}")(a, b)
+                assert (math.isnan(got) and math.isnan(want)) or got == want, (n, a, b, got, want)
+    c = moac.parse(source("decode_gqa"), "gqa.moa").c_source(target="openmp", sizes=GQA)
+    assert "moac_fmaxf(" in c and " fmaxf(" not in c and "(fmaxf(" not in c
+
+
+def test_host_combine_weights_each_partial_once_with_lanes_over_d():
+    """On SIMD lanes the combine is one gang per frame, the partials in sequence and d in
+    the lanes: exp(m_g − M) once per partial (the GPU's combine, lanes over the partials
+    and 8 outputs per gang, computed it once per block of 8 outputs)."""
+    prog = moac.parse(source("decode_gqa"), "gqa.moa")
+    onf = prog.onf(target="openmp", sizes=GQA)
+    assert any("combine: one gang per frame" in n for n in onf.notes)
+    src = prog.c_source(target="openmp", sizes=GQA)
+    comb = src[src.index("k2_combine"):]
+    assert comb.count("moac_expf(") == 1 and "moac_o_sum" in comb and "db" not in comb
+    acc = prog.c_source(target="openacc", sizes=GQA)
+    assert "moac_o_sum" not in acc

@@ -70,8 +70,16 @@ def chunk_helper(gangs: int) -> str:
             "}")
 
 
+# C's fmax and fmin as selects, for targets whose compiler calls libm for them
+# (Target.c_calls): the other operand where one is NaN, as C's rule; the sign of a zero
+# result unspecified, as C's
+_MINMAX = {f"moac_{op}{sfx}": f"static inline {ty} moac_{op}{sfx}({ty} a, {ty} b) {{ return a {cmp} b ? a : (b != b ? a : b); }}"
+           for op, cmp in (("fmax", ">"), ("fmin", "<")) for sfx, ty in (("f", "float"), ("", "double"))}
+_MINMAX["moac_fmaxf"] = "/* C's fmax and fmin as selects (NaN: the other operand), inlined where libm's are calls */\n" + _MINMAX["moac_fmaxf"]
+
 # helpers printed only where the kernels call them
 OPTIONAL_HELPERS = {
+    **_MINMAX,
     "moac_word": "/* one 8-byte word of an array (a packed load); the empty asm keeps the compiler from\n"
     " * splitting it into narrower loads of the parts the caller unpacks */\n"
     "static inline uint64_t moac_word(const void *p, int64_t i) { uint64_t w = ((const uint64_t *)p)[i]; "

@@ -247,7 +247,11 @@ class _Freezer:
                 if op == "recip":
                     return cir.Bin("/", cir.Num(1.0), xs[0])
                 if o.c_fn:
-                    return cir.Call(o.c_fn + self.suffix, tuple(xs))
+                    fn = o.c_fn + self.suffix
+                    alias = dict(self.t.c_calls).get(fn)
+                    if alias:
+                        self.helpers.add(alias)
+                    return cir.Call(alias or fn, tuple(xs))
                 raise RewriteError(f"no C for the scalar function {op}")
         raise TypeError(e)
 

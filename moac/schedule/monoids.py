@@ -26,6 +26,15 @@ def _exp_diff(m, M):
     return Op("exp", (Op("sub", (m, M)),))
 
 
+def lse_weight(g, G, read_m, read_z) -> tuple:
+    """The pieces of the lse fold taken in sequence over the partials g: (statements
+    before the loop: M = max_g m_g and Z = 0; statements in the loop body: the weight
+    e = e^{m_g − M} and Z += e·z_g), the caller adding its outputs' terms e·o_g."""
+    c1 = Loop(g, G, "seq", (Set("M", Op("max", (Local("M"), read_m()))),), note="global maximum M = max_g m_g")
+    return ((Let("M", Const(-math.inf)), c1, Let("Z", Const(0.0))),
+            (Let("e", _exp_diff(read_m(), Local("M"))), Set("Z", Op("add", (Local("Z"), Op("mul", (Local("e"), read_z())))))))
+
+
 def lse_fold_lanes(g, G, read_o: list, read_m, read_z, accs: list, guards: list | None = None) -> tuple:
     """M = max_g m_g (one vector reduction), then in one more pass Z = Σ_g e^{m_g − M}·z_g
     and O_r = Σ_g e^{m_g − M}·o_g[r] for R outputs r at once, lanes over the partials g

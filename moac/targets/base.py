@@ -40,6 +40,8 @@ class Target:
     base_flags: tuple = ("-O3", "-std=gnu11", "-fPIC", "-shared")   # every host build's
     werror_flags: tuple = ("-Wall", "-Werror")                      # warnings are errors
     native_flags: tuple = ()           # added to in-process (JIT) host builds: code for this machine's CPU
+    c_calls: tuple = ()                # (C function, helper) pairs: the kernels call the helper instead
+                                       # (codegen.OPTIONAL_HELPERS), e.g. an inline fmaxf where the libm one is a call
     suffix: str = ".c"                 # its source files' suffix
     runtime_libs: tuple = ()           # shared libraries a device bundle carries (found by gcc)
     stream: bool = False               # the device entry takes a stream after its workspace

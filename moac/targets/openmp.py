@@ -16,6 +16,9 @@ TARGET = Target(
     vector_reduce=None,     # reassociated by the compiler (cflags), not by `omp simd reduction`
     native_flags=("-march=native",),   # JIT builds use the machine's SIMD width; written C stays portable
     lanes="simd",
+    # GCC calls libm's fmaxf unless -ffinite-math-only: the chunk maxima ran 12 % of the
+    # GQA bf16 kernel's time in calls (docs/cpu.md); the helpers are selects with C's rule
+    c_calls=(("fmaxf", "moac_fmaxf"), ("fminf", "moac_fminf"), ("fmax", "moac_fmax"), ("fmin", "moac_fmin")),
     # into L2 (prefetcht1): into L1 the prefetches of a token loop held the miss buffers its
     # own loads need and the GQA kernel ran 2x slower (docs/benchmarks.md)
     prefetch="__builtin_prefetch({addr}, 0, 2)",

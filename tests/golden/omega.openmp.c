@@ -40,6 +40,8 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     while (c < want && c < 1024) c *= 2;
     return c;
 }
+/* C's fmax and fmin as selects (NaN: the other operand), inlined where libm's are calls */
+static inline float moac_fmaxf(float a, float b) { return a > b ? a : (b != b ? a : b); }
 
 /* Bytes of scratch memory the computation needs for these sizes. */
 size_t moac_omega_workspace_bytes(int64_t n_, int64_t w_, int64_t dk_)
@@ -71,7 +73,7 @@ int moac_omega_with_workspace(const float *restrict S_, const float *restrict q_
     for (int64_t l_ = 0; l_ < n_; ++l_) {  /* DNF axis l < n */
         float acc1 = -INFINITY;
         for (int64_t i_ = 0; i_ < w_; ++i_) {  /* vector reduction over DNF axis i < w */
-            acc1 = fmaxf(acc1, S_[l_ * w_ + i_]);
+            acc1 = moac_fmaxf(acc1, S_[l_ * w_ + i_]);
         }
         m_[l_] = acc1;
     }

@@ -40,6 +40,8 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
     while (c < want && c < 1024) c *= 2;
     return c;
 }
+/* C's fmax and fmin as selects (NaN: the other operand), inlined where libm's are calls */
+static inline float moac_fmaxf(float a, float b) { return a > b ? a : (b != b ? a : b); }
 
 /* Bytes of scratch memory the computation needs for these sizes. */
 size_t moac_outer_workspace_bytes(int64_t n_, int64_t m_)
@@ -97,7 +99,7 @@ int moac_outer_with_workspace(const float *restrict x_, const float *restrict y_
                 for (int64_t k_v = 0; k_v < 32; ++k_v) {  /* vector lanes: k = k_g·32 + k_v */
                     int64_t k_ = 32 * k_g + k_v;
                     if (k_ < m_) {
-                        T_[i_ * m_ * m_ + j_ * m_ + k_] = fmaxf(M_[i_ * m_ + j_], y_[k_]);
+                        T_[i_ * m_ * m_ + j_ * m_ + k_] = moac_fmaxf(M_[i_ * m_ + j_], y_[k_]);
                     }
                 }
             }

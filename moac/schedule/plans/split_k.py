@@ -22,7 +22,7 @@ from ..index import internal, ragged_pick
 from ..ir import Choice, Const, Guard, Kernel, LetIndex, Lift, Local, Loop, Op, Read, Select, Serial, Store
 from ..choices import CHUNK, CHUNKS_PER_FRAME, MIN_CHUNK
 from ..lower import Names, logical, lower, read
-from ..monoids import lse_fold_lanes
+from ..monoids import lse_fold_lanes, lse_weight
 from . import generic
 from . import tiles
 from .generic import VECTOR, gang_nest, outer_reductions
@@ -218,7 +218,9 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     G2 = G if Nd is N else sp.ceiling(Nd / C)        # the partials that exist
     read_m, read_z = (lambda: read("@m_part", mf)), (lambda: read("@z_part", mf))
     loops2 = [(x, n, f"DNF frame axis {x.name} < {fmt_index(n)}", sp.Integer(0)) for x, n in zip(frame, frame_ext)]
-    if rest:
+    if rest and ctx.target.lanes == "simd":
+        body4 = _simd_combine(ctx, at, names, frame, frame_ext, rest, rest_ext, g, G2, read_m, read_z)
+    elif rest:
         last, n_last = rest[-1], rest_ext[-1]
         n_int = sp.sympify(n_last)
         R = max(1, min(COMBINE_REGS, int(n_int))) if n_int.is_Integer else COMBINE_REGS   # an empty axis: 1
@@ -260,6 +262,31 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     domain2 = tuple(zip(frame, frame_ext)) + ((g, G),) + tuple(zip(rest, rest_ext))
     ctx.kernels.append(Kernel(f"k{len(ctx.kernels) + 1}_combine", "log-sum-exp merge of the chunk partials"
                               + "".join(f", {r.name}" for r in at.rows), domain2, nest2))
+
+
+def _simd_combine(ctx, at: SoftmaxContraction, names, frame, frame_ext, rest, rest_ext, g, G2, read_m, read_z) -> tuple:
+    """The lse fold for SIMD lanes (a CPU): one gang per frame, the partials g in sequence,
+    the last output axis d in SIMD lanes.  Each partial's weight e^{m_g − M} is computed
+    once, not once per lane block, and its row of o_part is read contiguously into the
+    frame's row of the sums o_sum (dv values, in L1)."""
+    last, n_last = rest[-1], rest_ext[-1]
+    ctx.add_buffer("@o_sum", "scratch", frame_ext + rest_ext)
+    sidx = tuple(frame) + tuple(rest)
+
+    def lanes(body: tuple, note: str) -> tuple:
+        return seq_over(rest[:-1], rest_ext[:-1], (Loop(last, n_last, "vector", body, note=f"SIMD lanes over DNF "
+                                                        f"axis {last.name} < {fmt_index(n_last)}: {note}", lanes=last),))
+    add = Op("add", (read("@o_sum", sidx), Op("mul", (Local("e"), read("@o_part", tuple(frame) + (g,) + tuple(rest))))))
+    fold = lse_weight(g, G2, read_m, read_z)
+    zero = lanes((Store("@o_sum", sidx, sidx, Const(0.0)),), "the sums o_sum start at 0")
+    step = Loop(g, G2, "seq", fold[1] + lanes((Store("@o_sum", sidx, sidx, add),),
+                                              "o_sum += exp(m_g − M)·o_g, a row of o_part read contiguously"),
+                note="Z = Σ_g exp(m_g − M)·z_g and o_sum = Σ_g exp(m_g − M)·o_g, the partials in sequence")
+    value = Select(Op("ne", (Local("Z"), Const(0.0))), Op("div", (read("@o_sum", sidx), Local("Z"))), Const(0.0))
+    store = lanes((Store(at.out.name, tuple(at.out.vars), tuple(at.out.vars), value),), "out = o_sum ÷ Z")
+    ctx.notes.append(f"combine: one gang per frame, the partials in sequence and {last.name} in SIMD lanes (the "
+                     "target's lanes are SIMD slots): each partial's weight is computed once")
+    return fold[0] + zero + (step,) + store + _row_stores(ctx, at, names)
 
 
 def _dense_chunks(ctx, Nd, N, gang_frame, gang_ext, g, C, G, body):
