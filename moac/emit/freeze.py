@@ -211,6 +211,7 @@ class _Freezer:
         self.bufs = {b.name: b for b in s.buffers}
         self.ctype = "double" if s.dtype == "f64" else "float"
         self.suffix = "f" if self.ctype == "float" else ""
+        self.calls = dict(target.c_calls)   # C functions the target replaces by helpers
         self.helpers: set = set()     # helpers beyond the standard ones the C uses
         self.aligned: set = set()     # arrays read in packed words
         self.aligned16: set = set()   # arrays read in 16-byte words (tensor-core tiles)
@@ -248,7 +249,7 @@ class _Freezer:
                     return cir.Bin("/", cir.Num(1.0), xs[0])
                 if o.c_fn:
                     fn = o.c_fn + self.suffix
-                    alias = dict(self.t.c_calls).get(fn)
+                    alias = self.calls.get(fn)
                     if alias:
                         self.helpers.add(alias)
                     return cir.Call(alias or fn, tuple(xs))

@@ -26,11 +26,13 @@ def _exp_diff(m, M):
     return Op("exp", (Op("sub", (m, M)),))
 
 
-def lse_weight(g, G, read_m, read_z) -> tuple:
-    """The pieces of the lse fold taken in sequence over the partials g: (statements
-    before the loop: M = max_g m_g and Z = 0; statements in the loop body: the weight
-    e = e^{m_g − M} and Z += e·z_g), the caller adding its outputs' terms e·o_g."""
-    c1 = Loop(g, G, "seq", (Set("M", Op("max", (Local("M"), read_m()))),), note="global maximum M = max_g m_g")
+def lse_weight(g, G, read_m, read_z, level: str = "seq") -> tuple:
+    """The pieces of the lse fold over the partials g, at `level` ("seq": the partials in
+    sequence; "vector": lanes over them, M a max reduction): (statements before the loop:
+    M = max_g m_g and Z = 0; statements of the loop body: the weight e = e^{m_g − M} and
+    Z += e·z_g), the caller adding its outputs' terms e·o_g."""
+    c1 = Loop(g, G, level, (Set("M", Op("max", (Local("M"), read_m()))),), note="global maximum M = max_g m_g",
+              reduce=(("max", ("M",)),) if level == "vector" else ())
     return ((Let("M", Const(-math.inf)), c1, Let("Z", Const(0.0))),
             (Let("e", _exp_diff(read_m(), Local("M"))), Set("Z", Op("add", (Local("Z"), Op("mul", (Local("e"), read_z())))))))
 
@@ -42,10 +44,8 @@ def lse_fold_lanes(g, G, read_o: list, read_m, read_z, accs: list, guards: list 
     per partial and shared by Z and the R outputs).  read_o[r](g) loads partial g's output
     r; guards[r], if given, is the condition under which output r exists."""
     from .ir import Guard
-    c1 = Loop(g, G, "vector", (Set("M", Op("max", (Local("M"), read_m()))),), note="global maximum M = max_g m_g",
-              reduce=(("max", ("M",)),))
-    body = [Let("e", _exp_diff(read_m(), Local("M"))),
-            Set("Z", Op("add", (Local("Z"), Op("mul", (Local("e"), read_z())))))]
+    pre, weight = lse_weight(g, G, read_m, read_z, "vector")
+    body = list(weight)
     for r, acc in enumerate(accs):
         st = Set(acc, Op("add", (Local(acc), Op("mul", (Local("e"), read_o[r](g))))))
         cond = guards[r] if guards else None
@@ -53,4 +53,4 @@ def lse_fold_lanes(g, G, read_o: list, read_m, read_z, accs: list, guards: list 
     loop = Loop(g, G, "vector", tuple(body), reduce=(("add", ("Z",) + tuple(accs)),),
                 note=f"Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for {len(accs)} outputs per gang, "
                      "lanes over the partials g")
-    return (Let("M", Const(-math.inf)), c1, Let("Z", Const(0.0))) + tuple(Let(a, Const(0.0)) for a in accs) + (loop,)
+    return pre + tuple(Let(a, Const(0.0)) for a in accs) + (loop,)

@@ -27,7 +27,7 @@ from . import generic
 from . import tiles
 from .generic import VECTOR, gang_nest, outer_reductions
 from .softmax_match import SoftmaxContraction, match_softmax
-from .split_k_passes import exp_sum, max_init, midx, scores, seq_over, token_factors, weighted_sum
+from .split_k_passes import exp_sum, max_init, midx, scores, seq_over, simd_lanes, token_factors, weighted_sum
 
 COMBINE_REGS = 8     # outputs of the last axis per combine gang (d = 8·db + r)
 
@@ -238,8 +238,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
         stores = []
         for d, acc, cond in zip(outs, accs, conds):
             out_idx = tuple(sp.sympify(x).xreplace({last: d}) for x in at.out.vars)
-            value = Select(Op("ne", (Local("Z"), Const(0.0))), Op("div", (Local(acc), Local("Z"))), Const(0.0))
-            st = Store(at.out.name, out_idx, tuple(at.out.vars), value)
+            st = Store(at.out.name, out_idx, tuple(at.out.vars), over_z(Local(acc)))
             stores.append(st if cond is True else Guard(cond, (st,)))
         # outputs of M and Z alone (a log-sum-exp) are written once per frame, by the gang db = 0
         # (match_softmax takes them only beside a contraction with one remaining axis)
@@ -256,12 +255,16 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
                               f"combine kernel: gang × registers, {last.name} = db·{R} + r; lanes over the partials"))
     else:
         fold = lse_fold_lanes(g, G2, [lambda gx: read("@o_part", tuple(frame) + (gx,))], read_m, read_z, ["o0"])
-        value = Select(Op("ne", (Local("Z"), Const(0.0))), Op("div", (Local("o0"), Local("Z"))), Const(0.0))
-        body4 = fold + (Store(at.out.name, tuple(at.out.vars), tuple(at.out.vars), value),) + _row_stores(ctx, at, names)
+        body4 = fold + (Store(at.out.name, tuple(at.out.vars), tuple(at.out.vars), over_z(Local("o0"))),) + _row_stores(ctx, at, names)
     nest2 = gang_nest(loops2, body4) if loops2 else (Serial(body4),)
     domain2 = tuple(zip(frame, frame_ext)) + ((g, G),) + tuple(zip(rest, rest_ext))
     ctx.kernels.append(Kernel(f"k{len(ctx.kernels) + 1}_combine", "log-sum-exp merge of the chunk partials"
                               + "".join(f", {r.name}" for r in at.rows), domain2, nest2))
+
+
+def over_z(o):
+    """A folded output's value: o ÷ Z, and 0 where Z = 0 (an empty token axis)."""
+    return Select(Op("ne", (Local("Z"), Const(0.0))), Op("div", (o, Local("Z"))), Const(0.0))
 
 
 def _simd_combine(ctx, at: SoftmaxContraction, names, frame, frame_ext, rest, rest_ext, g, G2, read_m, read_z) -> tuple:
@@ -269,22 +272,20 @@ def _simd_combine(ctx, at: SoftmaxContraction, names, frame, frame_ext, rest, re
     the last output axis d in SIMD lanes.  Each partial's weight e^{m_g − M} is computed
     once, not once per lane block, and its row of o_part is read contiguously into the
     frame's row of the sums o_sum (dv values, in L1)."""
-    last, n_last = rest[-1], rest_ext[-1]
     ctx.add_buffer("@o_sum", "scratch", frame_ext + rest_ext)
     sidx = tuple(frame) + tuple(rest)
 
     def lanes(body: tuple, note: str) -> tuple:
-        return seq_over(rest[:-1], rest_ext[:-1], (Loop(last, n_last, "vector", body, note=f"SIMD lanes over DNF "
-                                                        f"axis {last.name} < {fmt_index(n_last)}: {note}", lanes=last),))
+        return simd_lanes(rest, rest_ext, body, f": {note}")
     add = Op("add", (read("@o_sum", sidx), Op("mul", (Local("e"), read("@o_part", tuple(frame) + (g,) + tuple(rest))))))
     fold = lse_weight(g, G2, read_m, read_z)
     zero = lanes((Store("@o_sum", sidx, sidx, Const(0.0)),), "the sums o_sum start at 0")
     step = Loop(g, G2, "seq", fold[1] + lanes((Store("@o_sum", sidx, sidx, add),),
                                               "o_sum += exp(m_g − M)·o_g, a row of o_part read contiguously"),
                 note="Z = Σ_g exp(m_g − M)·z_g and o_sum = Σ_g exp(m_g − M)·o_g, the partials in sequence")
-    value = Select(Op("ne", (Local("Z"), Const(0.0))), Op("div", (read("@o_sum", sidx), Local("Z"))), Const(0.0))
-    store = lanes((Store(at.out.name, tuple(at.out.vars), tuple(at.out.vars), value),), "out = o_sum ÷ Z")
-    ctx.notes.append(f"combine: one gang per frame, the partials in sequence and {last.name} in SIMD lanes (the "
+    store = lanes((Store(at.out.name, tuple(at.out.vars), tuple(at.out.vars), over_z(read("@o_sum", sidx))),),
+                  "out = o_sum ÷ Z")
+    ctx.notes.append(f"combine: one gang per frame, the partials in sequence and {rest[-1].name} in SIMD lanes (the "
                      "target's lanes are SIMD slots): each partial's weight is computed once")
     return fold[0] + zero + (step,) + store + _row_stores(ctx, at, names)
 

@@ -49,6 +49,14 @@ def prefetches(ctx, body, l, lane, lane_ext, tok0, U: int) -> tuple:
     return tuple(out)
 
 
+def simd_lanes(rest: list, rest_ext: tuple, body: tuple, note: str) -> tuple:
+    """`body` with the last output axis in SIMD lanes, inside sequential loops over the
+    others (`note` follows the loop's own words, "SIMD lanes over DNF axis d < dv")."""
+    last, n_last = rest[-1], rest_ext[-1]
+    return seq_over(rest[:-1], rest_ext[:-1], (Loop(last, n_last, "vector", body, note=f"SIMD lanes over DNF axis "
+                                                   f"{last.name} < {fmt_index(n_last)}{note}", lanes=last),))
+
+
 def seq_over(axes: list, exts: tuple, body: tuple) -> tuple:
     """`body` inside sequential loops over the DNF axes (outermost first)."""
     for x, n in reversed(list(zip(axes, exts))):
@@ -399,8 +407,7 @@ def _simd_weighted_sum(ctx, names, W, l, pidx, frame, rest, rest_ext, C, members
     heads = [tuple(midx(f, m) for f in frame) + (g,) + tuple(rest[:-1]) for m in members]
 
     def over_rest(body: tuple, note: str) -> tuple:
-        return seq_over(rest[:-1], rest_ext[:-1], (Loop(last, n_last, "vector", body, note=f"SIMD lanes over DNF axis "
-                                                       f"{last.name} < {fmt_index(n_last)}{note}", lanes=last),))
+        return simd_lanes(rest, rest_ext, body, note)
 
     def tokens(toks: list, tags: list):
         """p of every member for these tokens, and the d loop adding their terms."""
