@@ -34,13 +34,10 @@ def random_inputs(prog, sizes: dict, seed: int = 0) -> tuple[dict, dict]:
         raise MoacError(f"these sizes give inputs of {need / 2**30:.3g} GiB of random float64 draws; moac check "
                         f"generates its inputs in memory and stops at {CHECK_BYTES / 2**30:.0f} GiB "
                         "(compile the kernel for these sizes, check it at smaller ones)")
-    arrays = {}
-    from .front.data import INDEX_DTYPES, random_values
-    for info in prog.inputs:
-        if info.dtype in INDEX_DTYPES:             # sizes and indices within the program's conditions
-            arrays[info.name] = random_values(info.name, shapes[info.name], prog.core, env, rng)
-        else:
-            arrays[info.name] = dtypes.random(info.dtype, rng, shapes[info.name])
+    from .front.data import INDEX_DTYPES, random_index_inputs
+    ints = random_index_inputs(prog.core, shapes, env, rng)    # sizes and indices within the program's conditions
+    arrays = {info.name: ints[info.name] if info.dtype in INDEX_DTYPES else dtypes.random(info.dtype, rng, shapes[info.name])
+              for info in prog.inputs}
     return arrays, {k.name: int(v) for k, v in env.items()}
 
 
@@ -99,8 +96,8 @@ def check_command(prog, args, sizes: dict) -> int:
     ctype = kern.signature.ctype
     arrays, all_sizes = random_inputs(prog, sizes, args.seed)
     try:
+        ref = prog.evaluate(sizes=all_sizes, **arrays)        # first: the kernel rewrites the inputs it updates
         got = kern(**arrays, **{k: v for k, v in all_sizes.items() if k in kern.onf.params})
-        ref = prog.evaluate(sizes=all_sizes, **arrays)
     except ArgumentError as e:
         e.message += " (choose other sizes with -D)"
         raise

@@ -17,9 +17,19 @@ def make_grid(extents: str, test: str):
             f"    G = [np.arange(x, dtype=np.int64).reshape((1,) * k + (-1,) + (1,) * (len(n) - k - 1))\n"
             f"         for k, x in enumerate(n)]\n"
             f"    return np.broadcast_to({test}, n)\n")
-    scope = {"np": np}
+    scope = {"np": np, "distinct": distinct}
     exec(compile(code, "<moac data condition>", "exec"), scope)     # moac's own printed source
     return scope["grid"]
+
+
+def distinct(extents: tuple, keys: tuple) -> bool:
+    """Whether the key tuples (arrays broadcast over the grid `extents`) are pairwise
+    distinct: a scatter writes each element at most once."""
+    if not keys:
+        return int(np.prod(extents)) <= 1
+    cols = [np.broadcast_to(np.asarray(k, dtype=np.int64), extents).ravel() for k in keys]
+    rows = np.stack(cols, axis=1) if len(cols) > 1 else cols[0]
+    return len(np.unique(rows, axis=0)) == len(rows)
 
 
 def make_check(extents: str, test: str):

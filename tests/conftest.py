@@ -37,12 +37,13 @@ def concrete_shape(shape, sizes: dict) -> tuple:
 def random_inputs(prog: moac.Program, sizes: dict, seed: int = 0) -> dict:
     """Seeded standard-normal float64 arrays for every input of `prog`."""
     rng = np.random.default_rng(seed)
-    from moac.front.data import INDEX_DTYPES, random_values
+    from moac.front.data import INDEX_DTYPES, random_index_inputs
     env = {sym(k): v for k, v in sizes.items()}
     for name, e in prog.core.derived:
         env.setdefault(sym(name), sp.sympify(e).xreplace(env))
-    return {i.name: (random_values(i.name, concrete_shape(i.shape, sizes), prog.core, env, rng)
-                     if i.dtype in INDEX_DTYPES else rng.standard_normal(concrete_shape(i.shape, sizes)))
+    shapes = {i.name: concrete_shape(i.shape, sizes) for i in prog.inputs}
+    ints = random_index_inputs(prog.core, shapes, env, rng)
+    return {i.name: ints[i.name] if i.dtype in INDEX_DTYPES else rng.standard_normal(shapes[i.name])
             for i in prog.inputs}
 
 
@@ -59,7 +60,10 @@ def check_dnf(src_or_prog, sizes: dict, seed: int = 0, arrays: dict | None = Non
     prog = program(src_or_prog)
     arrays = random_inputs(prog, sizes, seed) if arrays is None else arrays
     from moac.dtypes import as_float64          # the values an input of narrow storage holds
-    arrays = {k: as_float64(next((i.dtype for i in prog.inputs if i.name == k), "f64"), v) for k, v in arrays.items()}
+    from moac.front.data import INDEX_DTYPES
+    dts = {i.name: i.dtype for i in prog.inputs}
+    arrays = {k: v if dts.get(k) in INDEX_DTYPES else as_float64(dts.get(k, "f64"), v)   # integers stay integers
+              for k, v in arrays.items()}
     ref = prog.evaluate(sizes=sizes, **arrays)
     got = evaluate_dnf(prog.dnf(), arrays, sizes)
     assert set(got) == set(ref)

@@ -53,10 +53,14 @@ SIZES = {
                    dict(hkv=3, g=1, n=17, dk=128, dv=128), dict(hkv=1, g=5, n=40, dk=16, dv=8)],
 }
 # The first size set of an example (default: moac's 13 for every size) where 13 does not fit.
-BASE = {"decode_step": dict(N=20, n=13), "decode_layer": dict(N=20, n=13), "decode_paged": dict(B=3, P=9, maxp=4)}
+BASE = {"decode_step": dict(N=20, n=13), "decode_layer": dict(N=20, n=13), "decode_paged": dict(B=3, P=9, maxp=4),
+        "decode_paged_step": dict(B=3, P=9, maxp=4)}
 # ragged and paged: one sequence of one token, and pages of 1 and of 16 tokens
 SIZES["decode_ragged"] = [dict(B=1, hkv=1, g=1, N=1, dk=1, dv=1)]
 SIZES["decode_paged"] = [dict(B=2, hkv=1, g=4, P=7, page=1, maxp=9, d=8), dict(B=2, hkv=2, g=2, P=5, page=16, maxp=2, d=33)]
+# the paged append: pages of 1 token (every append opens a page) and of 16; lens up to maxp·page − 1
+SIZES["decode_paged_step"] = [dict(B=2, hkv=1, g=4, P=7, page=1, maxp=9, d=8),
+                              dict(B=2, hkv=2, g=2, P=5, page=16, maxp=2, d=33)]
 SIZES["decode_layer"] = [dict(N=1, n=0, dm=1, dk=1), dict(N=300, n=129, dm=70, dk=33)]
 SIZES["decode_step"] = [dict(N=1, n=0, dk=1, dv=1), dict(N=2, n=1, dk=1, dv=1), dict(N=300, n=129, dk=33, dv=65),
                         dict(N=130, n=129, dk=128, dv=128)]
@@ -82,6 +86,7 @@ FIXED = {
     "decode_layer": dict(N=40, dm=65, dk=33),
     "decode_ragged": dict(hkv=2, g=3, dk=33, dv=17),
     "decode_paged": dict(hkv=2, g=3, page=5, d=33),
+    "decode_paged_step": dict(hkv=2, g=3, page=5, d=33),
 }
 
 
@@ -176,9 +181,12 @@ def assert_close(name: str, got: np.ndarray, ref, tol: float, floor: float = 0.0
 
 
 def call(prog: moac.Program, kern, arrays: dict, all_sizes: dict) -> dict:
-    """kern(**arrays), with the sizes no input determines passed by name."""
+    """kern(**arrays), with the sizes no input determines passed by name; an input the
+    program updates in place is passed as a copy (the caller's arrays stay the seeded ones:
+    a paged append may write a slot another sequence's attention reads)."""
     by_name = {s: all_sizes[s] for s in undetermined(prog) - set(kern.onf.fixed)}
-    return kern(**arrays, **by_name)
+    updated = {u for u, _ in prog.core.updates}
+    return kern(**{k: v.copy() if k in updated else v for k, v in arrays.items()}, **by_name)
 
 
 _REFERENCES: dict = {}     # (file, text, sizes, seed) -> the interpreter's results (inputs are seeded)

@@ -55,11 +55,11 @@ def evaluate_dnf(d: DNF, arrays: dict, sizes: dict | None = None) -> dict:
     base = dict(env)
     for st in d.stmts:
         shape = tuple(ival(s, base) for s in st.shape)
-        res = np.empty(shape, dtype=np.float64)
+        res = np.empty(shape, dtype=np.float64) if not st.at else store[st.name].copy()
         for ix in itertools.product(*(range(s) for s in shape)):
             ienv = {**base, **{v: sp.Integer(i) for v, i in zip(st.vars, ix)}}
-            res[ix] = ev(st.body, ienv)
-        if st.role == "update":                     # the buffer keeps its rows beyond the update's
+            res[tuple(ival(a, ienv) for a in st.at) if st.at else ix] = ev(st.body, ienv)
+        if st.role == "update" and not st.at:       # the buffer keeps its rows beyond the update's
             res = np.concatenate([res, store[st.name][res.shape[0]:]], axis=0)
         store[st.name] = res
         if st.role in ("output", "update"):

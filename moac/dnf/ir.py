@@ -60,7 +60,13 @@ class DStmt:
     vars: tuple           # index symbols, one per axis
     shape: tuple
     body: object
-    role: str             # "temp" or "output"
+    role: str             # "temp", "output" or "update"
+    at: tuple = ()        # an update's scatter: the element ⟨at⟩ψname that ⟨vars⟩ writes (empty: ⟨vars⟩ itself)
+
+    @property
+    def target(self) -> tuple:
+        """The index of the element that ⟨vars⟩ writes."""
+        return self.at or tuple(self.vars)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +145,7 @@ def format_expr(e, prec: int = 0) -> str:
 
 
 def format_stmt(s: DStmt) -> str:
-    lhs = f"{fmt_vec(s.vars)}ψ{s.name}" if s.vars else s.name
+    lhs = f"{fmt_vec(s.target)}ψ{s.name}" if s.target else s.name
     dom = ""
     if s.vars:
         dom = "    for " + ", ".join(f"{v} < {fmt_index(n)}" for v, n in zip(s.vars, s.shape))

@@ -3,6 +3,7 @@ plan asks for.  Each is a pure function of DNF statements."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import sympy as sp
 
@@ -11,24 +12,37 @@ from .ir import DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt
 from .walk import canonical_key, factor_list, free_index_vars
 
 
+HOIST_LIMIT = 3      # guards moved out of one reduction: at most 2³ copies of it
+
+
 def hoist_selects(e):
     """Move a guard out of a reduction it does not depend on:
     Σ_j f(a if c else b) = (Σ_j f(a)) if c else (Σ_j f(b)) when c does not mention j.
     (Appending to a cache makes the score of the new row a guarded read; hoisted, the
-    guard is tested once per row instead of once per element of the row.)"""
+    guard is tested once per row instead of once per element of the row.)
+
+    Each hoisted guard doubles the reduction, so at most HOIST_LIMIT guards leave one
+    reduction; the others stay inside it, where they are tested per element (a product
+    of ten catenations under a Σ would otherwise become 2¹⁰ reductions, and the ONF
+    stage took seconds to minutes to lower them)."""
     match e:
         case DReduce(op=op, var=v, extent=ext, body=b):
-            b = hoist_selects(b)
-            c = _find_guard(b, {v})
-            if c is not None:
-                return DSelect(c, hoist_selects(DReduce(op, v, ext, _choose(b, c, True))),
-                               hoist_selects(DReduce(op, v, ext, _choose(b, c, False))))
-            return DReduce(op, v, ext, b)
+            return _hoist_out(op, v, ext, hoist_selects(b), HOIST_LIMIT)
         case DOp(op=op, args=args):
             return DOp(op, tuple(hoist_selects(a) for a in args))
         case DSelect(cond=c, then=t, other=o):
             return DSelect(c, hoist_selects(t), hoist_selects(o))
     return e
+
+
+def _hoist_out(op: str, v, ext, body, budget: int):
+    """Σ_v body (or another monoid) with up to `budget` guards of the already hoisted
+    `body` that do not mention v moved out of it, one nested select per guard."""
+    c = _find_guard(body, {v}) if budget > 0 else None
+    if c is None:
+        return DReduce(op, v, ext, body)
+    return DSelect(c, _hoist_out(op, v, ext, _choose(body, c, True), budget - 1),
+                   _hoist_out(op, v, ext, _choose(body, c, False), budget - 1))
 
 
 def _find_guard(e, bound: set):
@@ -37,7 +51,8 @@ def _find_guard(e, bound: set):
         case DSelect(cond=c, then=t, other=o):
             if not (sp.sympify(c).free_symbols & bound):
                 return c
-            return _find_guard(t, bound) or _find_guard(o, bound)
+            g = _find_guard(t, bound)        # not `or`: a sympy relation has no truth value
+            return g if g is not None else _find_guard(o, bound)
         case DOp(args=args):
             for a in args:
                 g = _find_guard(a, bound)
@@ -128,7 +143,7 @@ def materialise(stmts: list[DStmt], avoid: tuple = ()) -> list[DStmt]:
     for st in stmts:
         body = rewrite(st.body, domain(st), False, top=st.role == "temp")
         emit_deps(body)
-        result.append(DStmt(st.name, st.vars, st.shape, body, st.role))
+        result.append(replace(st, body=body))
     return result
 
 
@@ -202,7 +217,7 @@ def _rebuild(num: list, den: list):
 
 def hoist_guards(stmts: tuple) -> tuple:
     """The pass over whole statements: every statement's guards hoisted."""
-    return tuple(DStmt(st.name, st.vars, st.shape, hoist_selects(st.body), st.role) for st in stmts)
+    return tuple(replace(st, body=hoist_selects(st.body)) for st in stmts)
 
 
 # the DNF passes, in order (moac.driver runs them between to_dnf and the plans)

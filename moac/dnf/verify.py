@@ -26,8 +26,10 @@ def verify_dnf(d: DNF) -> None:
     for st in d.stmts:
         _verify_stmt(st, shapes, sizes)
         if st.role == "update":
-            if st.name not in shapes or len(shapes[st.name]) != len(st.shape):
-                _fail(st, f"updates {st.name}, which is not an input of rank {len(st.shape)}")
+            if st.name not in shapes or len(shapes[st.name]) != len(st.target):
+                _fail(st, f"updates {st.name}, which is not an input of rank {len(st.target)}")
+            if st.at and not free_index_vars(DRead(st.name, st.at)) <= set(st.vars) | sizes:
+                _fail(st, f"writes ⟨{st.at}⟩ψ{st.name}, an index over variables the statement does not bind")
         elif st.name in shapes:
             _fail(st, f"defines {st.name} again")
         else:

@@ -158,6 +158,15 @@ class CNamed(Core):
     arg: Core
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class CScatter(Core):
+    """`update S ← e` with S a selection of input `target` (ψ, ρ, ⍉, △, ▽, Φ and Ω of it):
+    the elements S selects are set to e's (shape: S's).  The value of an update entry."""
+    target: str
+    sel: Core
+    value: Core
+
+
 @dataclass(frozen=True, slots=True)
 class InputInfo:
     name: str

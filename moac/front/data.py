@@ -39,6 +39,18 @@ def read_term(name: str, index: tuple) -> sp.Expr:
     return reader(name)(*index)
 
 
+class Distinct(sp.Function):
+    """A condition over quantified indices (a Constraint's `over`): the tuples of its
+    arguments at the indices are pairwise distinct, so a scatter (`update S ← e`) never
+    writes one element twice.  Printed `distinct⟨k₀ k₁ …⟩`."""
+
+    def _sympystr(self, printer):
+        def comp(a):
+            s = printer._print(a)
+            return f"({s})" if isinstance(a, sp.Add) else s
+        return "distinct⟨" + " ".join(comp(a) for a in self.args) + "⟩"
+
+
 def data_reads(e) -> set:
     """The integer-array reads in a sympy expression."""
     return set(sp.sympify(e).atoms(AppliedUndef))
@@ -210,6 +222,16 @@ def violation(cond, over: tuple, env: dict, arrays: dict):
     ok = np.asarray(make_grid(extents, test)(arrays, sizes), dtype=bool)
     if ok.all():
         return None
+    if isinstance(sp.sympify(cond), Distinct):              # name two indices whose keys are equal
+        keys = [make_grid(extents, condition_source(a, over)[1])(arrays, sizes).ravel()
+                for a in sp.sympify(cond).args] or [np.zeros(ok.size, dtype=np.int64)]
+        seen: dict = {}
+        for flat, key in enumerate(zip(*keys)):
+            if key in seen:
+                pair = [np.unravel_index(f, ok.shape) for f in (seen[key], flat)]
+                at = [", ".join(f"{v.name} = {int(i)}" for (v, _), i in zip(over, p)) for p in pair]
+                return f"at {at[0]} and at {at[1]} it names the same element"
+            seen[key] = flat
     first = tuple(int(i) for i in np.argwhere(~ok)[0])
     where = ", ".join(f"{v.name} = {i}" for (v, _), i in zip(over, first))
     lhs = getattr(sp.sympify(cond), "lhs", None)
@@ -279,6 +301,22 @@ def random_values(name: str, shape: tuple, program, env: dict, rng) -> np.ndarra
     return rng.integers(0, max(top, 0) + 1, size=shape).astype(dtype)
 
 
+def random_index_inputs(program, shapes: dict, env: dict, rng, tries: int = 200) -> dict:
+    """Random elements for every integer input (`random_values`), drawn again until a
+    scatter's targets are distinct (its `Distinct` conditions: the bounds cannot say it):
+    name -> array.  A MoacError names the condition where `tries` draws all fail."""
+    from ..errors import MoacError
+    names = [i.name for i in program.inputs if i.dtype in INDEX_DTYPES]
+    scatters = [c for c in program.constraints if isinstance(sp.sympify(c.cond), Distinct)]
+    for _ in range(tries):
+        arrays = {n: random_values(n, shapes[n], program, env, rng) for n in names}
+        bad = next((c for c in scatters if violation(c.cond, c.over, env, arrays)), None)
+        if bad is None:
+            return arrays
+    raise MoacError(f"no random integer inputs in {tries} draws met: {bad.message} (give fewer sequences or a "
+                    "larger pool)", bad.span, program.source)
+
+
 def condition_source(cond, over: tuple) -> tuple:
     """A condition on integer data as numpy source for moac.datacheck.make_check: (the
     extents of its quantified indices, the test over them)."""
@@ -292,7 +330,12 @@ def condition_source(cond, over: tuple) -> tuple:
             return str(bool(e))
         if isinstance(e, sp.Symbol):
             return f"G[{pos[e]}]" if e in pos else f"S[{e.name!r}]"
+        if isinstance(e, sp.floor):             # ⌊a ÷ b⌋ as integer division (its argument is no integer)
+            num, den = sp.fraction(e.args[0])
+            return f"({src(num)} // {src(den)})"
         args = [src(a) for a in e.args]
+        if isinstance(e, Distinct):
+            return f"distinct(n, ({''.join(a + ', ' for a in args)}))"
         if isinstance(e, AppliedUndef):
             return f"A[{e.func.__name__!r}][({', '.join(args)},)]" if args else f"A[{e.func.__name__!r}][()]"
         if isinstance(e, sp.Add):
@@ -301,9 +344,6 @@ def condition_source(cond, over: tuple) -> tuple:
             return "(" + " * ".join(args) + ")"
         if isinstance(e, sp.Pow) and e.exp.is_Integer and e.exp >= 0:
             return f"({args[0]} ** {int(e.exp)})"
-        if isinstance(e, sp.floor):
-            num, den = sp.fraction(e.args[0])
-            return f"({src(num)} // {src(den)})"
         if isinstance(e, sp.Mod):
             return f"({args[0]} % {args[1]})"
         if isinstance(e, (sp.Min, sp.Max)):

@@ -411,8 +411,8 @@ class Elab(DataShapes):
                                f"{show_shape(a.shape)} and {show_shape(b.shape)}", node)
             return CMap(node.span, shape, op, (a, b))
         if op == "cat":
-            self.rectangular(a, arg_nodes[0], "#")
-            self.rectangular(b, arg_nodes[1], "#")
+            self.cells_only(a, arg_nodes[0], "#")      # a cell ⟨⟨b⟩ψlens d⟩ of an Ω may grow: its length is one number
+            self.cells_only(b, arg_nodes[1], "#")
             if a.rank == 0:
                 raise self.err(ShapeError, "# needs a left operand of rank ≥ 1", arg_nodes[0])
             if b.rank == a.rank and same_shape(a.shape[1:], b.shape[1:]):

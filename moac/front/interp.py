@@ -28,8 +28,26 @@ def evaluate(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) ->
     ev = _Eval(env, inputs, ints)
     out = {name: ev.eval(node, {}) for name, node in program.outputs}
     for name, node in program.updates:          # the buffer as the call leaves it (a new array)
+        if isinstance(node.arg, C.CScatter):
+            out[name] = _scatter(node.arg, env, inputs, ints, ev)
+            continue
         rows = ev.eval(node, {})
         out[name] = np.concatenate([rows, inputs[name][rows.shape[0]:]], axis=0)
+    return out
+
+
+def _scatter(sc: C.CScatter, env: dict, inputs: dict, ints: dict, ev: "_Eval") -> np.ndarray:
+    """`update S ← e`: the selection evaluated on the input's own element numbers says
+    which elements S picks; they are set to e's elements (each picked at most once: the
+    program's conditions, checked before, require it)."""
+    x = inputs[sc.target]
+    numbers = np.arange(x.size, dtype=np.float64).reshape(x.shape)      # exact below 2^53
+    where = np.asarray(_Eval(env, {**inputs, sc.target: numbers}, ints).eval(sc.sel, {}), dtype=np.float64)
+    value = np.broadcast_to(np.asarray(ev.eval(sc.value, {}), dtype=np.float64), where.shape)
+    flat = where.astype(np.int64).ravel()
+    assert len(np.unique(flat)) == flat.size, "a scatter names an element twice (its condition was not checked)"
+    out = x.copy()
+    out.reshape(-1)[flat] = value.ravel()
     return out
 
 

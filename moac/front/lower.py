@@ -8,6 +8,7 @@ module defines its own of the same name.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from importlib import resources
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import sympy as sp
 
 from . import syntax as S
+from . import core as C
 from .core import (CInput, CNamed, Constraint, CoreProgram, InputInfo, provably, provably_false, same_shape,
                    show_shape, size_symbol)
 from .data import INDEX_DTYPES, dependent, quantifier
@@ -117,8 +119,11 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
                     outputs.append((nm.id, v))
                     if dt is not None:
                         output_dtypes[nm.id] = _output_dtype(el, nm, dt)
-            case S.UpdateDecl(name=nm, expr=e):
-                _update(el, nm, e, glob, updates, st.span)
+            case S.UpdateDecl(name=nm, expr=e, target=t):
+                if nm is not None and not isinstance(glob.lookup(nm.id), (CNamed, C.CCell)):
+                    _update(el, nm, e, glob, updates, st.span)
+                else:                               # a selection (or the name of one): a scatter
+                    _scatter(el, t if t is not None else nm, e, glob, updates)
             case S.FnDef():
                 pass
     if not outputs and not updates:
@@ -137,8 +142,12 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
     for c in el.constraints:                  # one per condition, the first one found
         constraints.setdefault(_key(c), c)
     independent = tuple(v for v in el.sizes.values() if isinstance(v, sp.Symbol))
-    return CoreProgram(source, independent, hints, tuple(inputs), tuple(outputs),
-                       tuple(constraints.values()), tuple(derived.items()), tuple(updates), size_spans, output_dtypes)
+    program = CoreProgram(source, independent, hints, tuple(inputs), tuple(outputs),
+                          tuple(constraints.values()), tuple(derived.items()), tuple(updates), size_spans, output_dtypes)
+    if any(isinstance(v.arg, C.CScatter) for _, v in updates):
+        from ..dnf.rules import scatter_conditions        # the selections ψ-reduced (dnf builds on core)
+        program = replace(program, constraints=program.constraints + scatter_conditions(program))
+    return program
 
 
 def _key(c: Constraint):
@@ -191,6 +200,51 @@ def _update(el: Elab, nm: S.Name, e: S.Node, glob: Scope, updates: list, span: S
     if not provably(fits):
         el.constraints.append(Constraint(fits, f"'{nm.id}' is full: the update needs {rows} rows, it holds {cap}", span))
     updates.append((nm.id, CNamed(value.span, value.shape, nm.id, value)))
+
+
+_SELECTIONS = (C.CPsi, C.CTranspose, C.CReshape, C.CTake, C.CDrop, C.CReverse, C.CNamed)
+
+
+def selected_input(c: C.Core, cells: dict | None = None):
+    """The input whose elements a selection picks (ψ, ρ, ⍉, △, ▽, Φ and Ω of one input;
+    indices and counts may be read from integer inputs), or the first node that computes
+    values instead: (input name, None) or (None, offending core node)."""
+    cells = cells or {}
+    while isinstance(c, _SELECTIONS):
+        c = c.arg
+    match c:
+        case CInput(name=name):
+            return name, None
+        case C.CCell(id=i) if i in cells:
+            return selected_input(cells[i], cells)
+        case C.COmega(args=args, cells=cs, body=body):
+            return selected_input(body, {**cells, **{cell.id: a for cell, a in zip(cs, args)}})
+    return None, c
+
+
+def _scatter(el: Elab, sel_node: S.Node, e: S.Node, glob: Scope, updates: list) -> None:
+    """`update S ← e`: S selects elements of an input X (ψ, ρ, ⍉, △, ▽, Φ and Ω of X); after
+    the call those elements of X hold e's.  Each element may be selected once (a condition
+    on the data where the selection reads it: moac.dnf.rules.scatter_conditions)."""
+    sel = el.expr(sel_node, glob)
+    name, bad = selected_input(sel)
+    if name is None:
+        what = type(bad).__name__.removeprefix("C").lower()
+        raise el.err(ShapeError, "the left side of an update must select elements of one input (ψ, ρ, ⍉, △, ▽, "
+                     f"Φ and Ω of it); this one computes values ({what})", sel_node,
+                     notes=("`update K ← e` with K an input writes e into K's leading rows",))
+    if any(u[0] == name for u in updates):
+        raise el.err(NameError_, f"'{name}' is updated twice", sel_node)
+    info = glob.lookup(name)
+    if info.dtype in INDEX_DTYPES:
+        raise el.err(ShapeError, f"'{name}' holds sizes and indices ({info.dtype}); an update writes float data",
+                     sel_node)
+    value = el.expr(e, glob)
+    if dependent(sel.shape) or not same_shape(value.shape, sel.shape):
+        raise el.err(ShapeError, f"the update writes {show_shape(value.shape)} into a selection of '{name}' of "
+                     f"shape {show_shape(sel.shape)}; the two must have the same shape", e)
+    scatter = C.CScatter(sel_node.span, sel.shape, name, sel, value)
+    updates.append((name, CNamed(sel_node.span, sel.shape, name, scatter)))
 
 
 def _size_def(el: Elab, nm: S.Name, e: S.Node, glob: Scope, used: set, derived: dict, define) -> None:

@@ -126,9 +126,12 @@ class OutputDecl(Node):
 
 @dataclass(frozen=True, slots=True)
 class UpdateDecl(Node):
-    """`update K ← e`: after the call the caller's buffer K holds e in its leading rows."""
-    name: Name
+    """`update K ← e`: after the call the caller's buffer K holds e in its leading rows.
+    `update S ← e` with S a selection of an input (ψ, ρ, ⍉, △, ▽, Φ and Ω of it): the
+    elements S selects hold e afterwards (a scatter; `target` is S, `name` None)."""
+    name: Name | None
     expr: Node
+    target: Node | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,8 +193,10 @@ class _ToAST(lark.Transformer):
         return OutputDecl(_span(meta), tuple(n for n, _ in items), tuple(d for _, d in items))
 
     def update_decl(self, meta, items):
-        name, expr = items
-        return UpdateDecl(_span(meta), Name(_span(name), str(name)), expr)
+        target, expr = items
+        if isinstance(target, Name):
+            return UpdateDecl(_span(meta), target, expr)
+        return UpdateDecl(_span(meta), None, expr, target)
 
     def fn_def(self, meta, items):
         fname = items[0]

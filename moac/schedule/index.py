@@ -237,8 +237,10 @@ def needed_reads(d: DNF, subs: dict) -> dict:
 
     for st in d.stmts:
         body, starts = narrow_update(st, st.body)
-        walk(body, {v: sp.sympify(n - starts.get(v, 0)).xreplace(subs) for v, n in zip(st.vars, st.shape)},
-             {v: sp.sympify(starts[v]).xreplace(subs) for v in st.vars if v in starts})
+        ext = {v: sp.sympify(n - starts.get(v, 0)).xreplace(subs) for v, n in zip(st.vars, st.shape)}
+        lo = {v: sp.sympify(starts[v]).xreplace(subs) for v in st.vars if v in starts}
+        data(st.at, ext, lo)                    # a scatter's index read from data
+        walk(body, ext, lo)
     return {a: union_footprint(accs, shapes[a]) for a, accs in found.items()}
 
 
@@ -276,7 +278,7 @@ def narrow_update(st: DStmt, body) -> tuple:
     """For an update, the rows it would rewrite with their own values are not written:
     `⟨i j⟩ψK = (⟨i j⟩ψK if i < n else …)` runs i from n.  Returns (body, {var: start})."""
     starts: dict = {}
-    if st.role != "update":
+    if st.role != "update" or st.at:            # a scatter writes what it selects, nothing else
         return body, starts
     same = DRead(st.name, tuple(st.vars))
     while isinstance(body, DSelect):

@@ -7,7 +7,7 @@ combine step.  Every other scalar: a serial region.  It fits every DNF, so it is
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sympy as sp
 
@@ -48,6 +48,8 @@ def schedule(ctx, m: Match, opts) -> None:
 def statements(ctx, stmts, naive: bool = False) -> None:
     """One kernel per statement (also used by other plans for the statements they leave)."""
     for st in stmts:
+        if st.at:                               # a scatter's index, at the fixed sizes
+            st = replace(st, at=ctx.spec(tuple(st.at)))
         body = ctx.spec_expr(st.body)
         shape = ctx.spec(tuple(st.shape))
         if st.role == "update":
@@ -124,7 +126,7 @@ def _array(ctx, st: DStmt, body, shape, starts: dict, naive: bool):
     lanes_over_output = vector == last
     gang_vars = outs if not lanes_over_output else outs[:-1]
     pre, x = lower(body, names, vector_var=None if lanes_over_output else vector)
-    inner = tuple(pre) + (Store(st.name, tuple(st.vars), tuple(st.vars), x),)
+    inner = tuple(pre) + (Store(st.name, st.target, st.target, x),)
 
     def from_(v):
         return f", from {fmt_index(starts[v])} (rows before are unchanged)" if v in starts else ""
@@ -195,5 +197,5 @@ def _scalar_reduction(ctx, st: DStmt, red: DReduce):
 def _serial(ctx, st: DStmt, body):
     names = Names()
     pre, x = lower(body, names)
-    code = tuple(pre) + (Store(st.name, (), (), x),)
+    code = tuple(pre) + (Store(st.name, st.target, st.target, x),)
     ctx.kernels.append(Kernel(f"k{len(ctx.kernels) + 1}_{st.name}", f"{st.name}: a single scalar", (), (Serial(code),)))
