@@ -492,10 +492,22 @@ def scatter_conditions(program: C.CoreProgram) -> tuple:
         ctx = _Ctx(program)
         vars_ = tuple(ctx.fresh(n) for n in node.shape)
         at = scatter_index(program, node.arg, vars_)
-        syms = [sp.sympify(a).free_symbols for a in at]
-        own = {a for k, a in enumerate(at) if a in vars_ and not any(a in f for j, f in enumerate(syms) if j != k)}
-        key = tuple(a for a in at if a not in own)
-        over = tuple((v, n) for v, n in zip(vars_, node.shape) if v not in own)
+        syms = [sp.sympify(a).free_symbols & set(vars_) for a in at]
+        own = {}                     # component -> its variable, where it is one-to-one in a variable of its own
+
+        def one_to_one(k: int, a) -> bool:
+            if len(syms[k]) != 1 or has_data(a):
+                return False
+            (v,) = syms[k]
+            if any(v in f for j, f in enumerate(syms) if j != k):
+                return False
+            slope = sp.expand(a).coeff(v)
+            return sp.expand(a - slope * v).free_symbols.isdisjoint(vars_) and slope.is_nonzero is True
+        for k, a in enumerate(at):
+            if one_to_one(k, a):             # i, n − 1 − i (a reverse), i + n (a drop)
+                own[k] = next(iter(syms[k]))
+        key = tuple(a for k, a in enumerate(at) if k not in own)
+        over = tuple((v, n) for v, n in zip(vars_, node.shape) if v not in own.values())
         if over:
             out.append(C.Constraint(Distinct(*key), f"the update of '{name}' must name each of its elements at most "
                                     "once", node.span, over))

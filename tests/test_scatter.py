@@ -1,0 +1,217 @@
+"""`update S ← e` with S a selection of an input: a scatter (the paged append of
+examples/decode_paged_step.moa, rows named by an index array, a transposed or reversed
+view).  The elements S selects hold e afterwards, every other element is unchanged; a
+selection that names one element twice is refused before any C runs; a left side that
+computes values is a positioned error.  Compiled for c, openmp and openacc, against the
+interpreter, and the paged step against PyTorch's scaled_dot_product_attention on each
+sequence's rows gathered by the test (float64), across page sizes 1, 16 and 64, lengths 0,
+1 and the capacity − 1, and GQA ratios 1, 4 and 8."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sympy as sp
+
+import moac
+from conftest import EXAMPLES, check_dnf
+
+STEP = EXAMPLES / "decode_paged_step.moa"
+TARGETS = ("c", "openmp", "openacc")
+
+HEAD = ("size n, m, B\ninput X : f32 ⟨n m⟩\ninput Y : f32 ⟨m n⟩\ninput v : f32 ⟨B m⟩\ninput rows : i32 ⟨B⟩\n"
+        "fn pick p A { ⟨p⟩ ψ A }\n")
+
+
+def small(seed: int = 0, rows=(3, 1)) -> dict:
+    rng = np.random.default_rng(seed)
+    return dict(X=rng.standard_normal((4, 3)).astype(np.float32), Y=rng.standard_normal((3, 4)).astype(np.float32),
+                v=rng.standard_normal((len(rows), 3)).astype(np.float32), rows=np.asarray(rows, dtype=np.int32))
+
+
+# --------------------------------------------------------------------------- the DNF
+
+def test_scatter_dnf_writes_at_the_selected_element():
+    dnf = str(moac.parse(HEAD + "update rows (pick Ω⟨0 2⟩) X ← v\n").dnf())
+    assert "update  ⟨⟨i⟩ψrows j⟩ψX = ⟨i j⟩ψv    for i < B, j < m" in dnf
+    assert "require distinct⟨⟨i⟩ψrows⟩    for i < B    -- the update of 'X' must name each of its elements at " \
+           "most once" in dnf
+    assert "require ⟨i⟩ψrows < n    for i < B" in dnf
+
+
+@pytest.mark.parametrize("line, want", [
+    ("update ⍉X ← Y", "update  ⟨j i⟩ψX = ⟨i j⟩ψY    for i < m, j < n"),
+    ("update Φ X ← ⍉Y", "update  ⟨(-i + n - 1) j⟩ψX = ⟨j i⟩ψY    for i < n, j < m"),
+    ("update 2 △ X ← 2 △ ⍉Y", "update  ⟨i j⟩ψX = ⟨j i⟩ψY    for i < 2, j < m"),
+    ("update ⟨1 2⟩ ψ X ← 5", "update  ⟨1 2⟩ψX = 5"),
+])
+def test_a_selection_one_to_one_in_its_variables_needs_no_run_time_check(line, want):
+    dnf = str(moac.parse(HEAD + line + "\n").dnf())
+    assert want in dnf
+    assert "distinct" not in dnf
+
+
+def test_a_reshaped_selection_is_checked_when_it_runs():
+    """⟨⌊i÷m⌋ (i mod m)⟩ is one-to-one, but not in one variable per component: the
+    condition stays (and holds)."""
+    p = moac.parse(HEAD + "update ⟨(n × m)⟩ ρ X ← ⟨(n × m)⟩ ρ ⍉ Y\n")
+    assert "require distinct⟨⌊i÷m⌋ (i mod m)⟩    for i < m·n" in str(p.dnf())
+    a = small()
+    np.testing.assert_array_equal(p.evaluate(**a)["X"], a["Y"].T)
+
+
+def test_paged_step_dnf_appends_one_row_per_sequence_and_attends_over_lens_plus_one():
+    dnf = str(moac.load(STEP).dnf())
+    assert "update  ⟨⟨b ⌊⟨b⟩ψlens÷page⌋⟩ψtable (⟨b⟩ψlens mod page) i j⟩ψKp = ⟨b i j⟩ψk    for b < B, i < hkv, " \
+           "j < d" in dnf
+    assert "max_{j<⟨b⟩ψlens + 1}" in dnf
+    assert "if j < ⟨b⟩ψlens else ⟨b ⌊i÷g⌋ l⟩ψk" in dnf            # the new key from k, the cached ones from the pool
+    assert "require ⟨b⟩ψlens < maxp·page    for b < B" in dnf     # room for the new token
+    assert "φ" not in dnf                                          # every frame placeholder read at its index
+
+
+def test_paged_step_traffic_writes_one_row_per_sequence_and_cache():
+    """The append's kernels write B·hkv·d elements per cache and read k, v once: the
+    minimum counts exactly that beside the attention's reads."""
+    o = moac.load(STEP).onf(target="openacc", sizes=dict(hkv=8, g=4, d=128))
+    B = sp.Symbol("B", integer=True, nonnegative=True)
+    (kk,) = [k for k in o.counts.kernels if k.name.endswith("_Kp")]
+    writes = [a for a in kk.accesses if a.write]
+    assert [a.array for a in writes] == ["Kp"]
+    # k read and one row of Kp written per sequence (f32, hkv = 8, d = 128), lens[b] and one page number read
+    assert sp.expand(kk.traffic - (2 * 4 * B * 8 * 128 + 4 * B + 4 * B)) == 0
+    assert "write Kp[" in str(o) and "γ-difference 1 → coalesced" in str(o)
+
+
+def test_interpreter_and_dnf_agree_on_a_scatter():
+    rng = np.random.default_rng(3)
+    a = paged_inputs(rng, 3, 4, 2, 3, 2, 3, [0, 5, 3])
+    P = a["Kp"].shape[0]
+    ref = check_dnf(moac.load(STEP), dict(B=3, g=2, hkv=2, P=P, page=2, maxp=3, d=3), arrays=a)
+    np.testing.assert_array_equal(ref["Kp"], appended(a)["Kp"])
+
+
+# --------------------------------------------------------------------------- compiled
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_scatter_writes_the_selected_rows_and_leaves_the_others(target):
+    p = moac.parse(HEAD + "update rows (pick Ω⟨0 2⟩) X ← v\n")
+    kern = p.compile(target=target)
+    a = small()
+    want = a["X"].copy()
+    want[[3, 1]] = a["v"]
+    x = a["X"].copy()
+    got = kern(X=x, Y=a["Y"], v=a["v"], rows=a["rows"])
+    np.testing.assert_array_equal(got["X"], want)
+    np.testing.assert_array_equal(x, want)                         # in place, in the caller's buffer
+    np.testing.assert_array_equal(p.evaluate(**a)["X"], want)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("line", ["update ⍉X ← Y", "update Φ X ← ⍉Y", "update ⟨(n × m)⟩ ρ X ← ⟨(n × m)⟩ ρ ⍉ Y"])
+def test_rearranged_views_scatter_like_the_interpreter(target, line):
+    p = moac.parse(HEAD + line + "\n")
+    a = small()
+    got = p.compile(target=target)(**{k: x.copy() for k, x in a.items()}, B=2)
+    np.testing.assert_array_equal(got["X"], p.evaluate(**a)["X"])
+
+
+@pytest.mark.parametrize("target", ("c", "openacc"))
+def test_a_selection_naming_an_element_twice_is_refused_and_the_buffer_kept(target):
+    p = moac.parse(HEAD + "update rows (pick Ω⟨0 2⟩) X ← v\n", "dup.moa")
+    a = small(rows=(2, 0, 2))
+    x = a["X"].copy()
+    msg = (r"dup.moa:7:8: error: the update of 'X' must name each of its elements at most once, but at i = 0 and "
+           r"at i = 2 it names the same element")
+    with pytest.raises(moac.ArgumentError, match=msg):
+        p.compile(target=target)(X=x, Y=a["Y"], v=a["v"], rows=a["rows"])
+    np.testing.assert_array_equal(x, a["X"])
+    with pytest.raises(moac.ArgumentError, match=msg):
+        p.evaluate(**a)
+
+
+@pytest.mark.parametrize("line, message", [
+    ("update X + 1 ← ⍉Y", "the left side of an update must select elements of one input (ψ, ρ, ⍉, △, ▽, Φ and Ω "
+                          "of it); this one computes values (map)"),
+    ("update X # X ← (⍉Y) # ⍉Y", "this one computes values (cat)"),
+    ("update ⍉X ← X", "the update writes ⟨n m⟩ into a selection of 'X' of shape ⟨m n⟩; the two must have the "
+                      "same shape"),
+    ("update rows (pick Ω⟨0 1⟩) rows ← rows", "'rows' holds sizes and indices (i32); an update writes float data"),
+    ("update ⍉X ← Y\nupdate X ← X", "'X' is updated twice"),
+])
+def test_a_bad_left_side_is_a_positioned_error(line, message):
+    with pytest.raises(moac.MoacError) as e:
+        moac.parse(HEAD + line + "\n", "bad.moa")
+    assert message in str(e.value)
+    assert str(e.value).startswith("bad.moa:") and "^" in str(e.value)
+
+
+def test_moac_check_passes_on_the_paged_step():
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "moac", "check", str(STEP), "--target", "openacc", "-D", "B=3",
+                        "-D", "hkv=2", "-D", "g=2"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count(" OK") == 3, r.stdout                   # out, Kp and Vp
+
+
+# --------------------------------------------------------------------------- the paged step against SDPA
+
+def paged_inputs(rng, B, hq, hkv, d, page, maxp, lens):
+    P = 2 * B * maxp + 1
+    return dict(Q=rng.standard_normal((B, hq, d)).astype(np.float32),
+                Kp=rng.standard_normal((P, page, hkv, d)).astype(np.float32),
+                Vp=rng.standard_normal((P, page, hkv, d)).astype(np.float32),
+                table=rng.permutation(P)[:B * maxp].reshape(B, maxp).astype(np.int32),
+                lens=np.asarray(lens, dtype=np.int32),
+                k=rng.standard_normal((B, hkv, d)).astype(np.float32),
+                v=rng.standard_normal((B, hkv, d)).astype(np.float32))
+
+
+def appended(a) -> dict:
+    """The pools after the step, by the test's own indexing: token lens[b] of sequence b."""
+    Kp, Vp = a["Kp"].copy(), a["Vp"].copy()
+    page = Kp.shape[1]
+    for b, n in enumerate(a["lens"]):
+        Kp[a["table"][b, n // page], n % page] = a["k"][b]
+        Vp[a["table"][b, n // page], n % page] = a["v"][b]
+    return dict(Kp=Kp, Vp=Vp)
+
+
+def step_reference(a) -> np.ndarray:
+    torch = pytest.importorskip("torch")
+    after = appended(a)
+    Q, table, lens = a["Q"], a["table"], a["lens"]
+    B, hq, d = Q.shape
+    g = hq // a["Kp"].shape[2]
+    out = np.zeros((B, hq, d))
+    t = lambda x: torch.from_numpy(np.asarray(x, dtype=np.float64))     # noqa: E731
+    for b in range(B):
+        n = int(lens[b]) + 1                                         # the cached tokens and the new one
+        Ks = np.concatenate([after["Kp"][p] for p in table[b]])[:n]  # gathered by the test, after the append
+        Vs = np.concatenate([after["Vp"][p] for p in table[b]])[:n]
+        for h in range(hq):
+            with torch.no_grad():
+                out[b, h] = torch.nn.functional.scaled_dot_product_attention(
+                    t(Q[b, h])[None, None], t(Ks[:, h // g])[None], t(Vs[:, h // g])[None])[0, 0].numpy()
+    return out
+
+
+@pytest.fixture(scope="module")
+def step_kernels():
+    return {t: moac.load(STEP).compile(target=t) for t in TARGETS}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("page", (1, 16, 64))
+def test_paged_step_against_sdpa(step_kernels, target, page):
+    rng = np.random.default_rng(page)
+    maxp = 3
+    for ratio in (1, 4, 8):
+        full = maxp * page
+        a = paged_inputs(rng, 4, 2 * ratio, 2, 16, page, maxp, [0, 1, full - 1, full // 2])
+        given = {k: x.copy() for k, x in a.items()}
+        got = step_kernels[target](**given)
+        np.testing.assert_allclose(got["out"], step_reference(a), rtol=2e-5, atol=2e-5, err_msg=f"g = {ratio}")
+        want = appended(a)
+        np.testing.assert_array_equal(given["Kp"], want["Kp"])   # one row per sequence written, in place
+        np.testing.assert_array_equal(given["Vp"], want["Vp"])
