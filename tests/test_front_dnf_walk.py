@@ -8,7 +8,7 @@ import pytest
 import sympy as sp
 
 import moac
-import moac.dnf.rules as rules
+import moac.dnf.program as program
 from moac.dnf import (DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt, children, map_children, substitute,
                       to_dnf, verify_dnf)
 from conftest import EXAMPLES, sym
@@ -71,7 +71,7 @@ def test_the_verifier_is_on_in_the_tests():
 
 def test_to_dnf_runs_the_verifier(monkeypatch):
     seen = []
-    monkeypatch.setattr(rules, "verify_dnf", seen.append)
+    monkeypatch.setattr(program, "verify_dnf", seen.append)
     d = to_dnf(moac.load(EXAMPLES / "matmul.moa").core)
     assert seen == [d]
     monkeypatch.setenv("MOAC_VERIFY", "0")

@@ -215,3 +215,35 @@ def test_paged_step_against_sdpa(step_kernels, target, page):
         want = appended(a)
         np.testing.assert_array_equal(given["Kp"], want["Kp"])   # one row per sequence written, in place
         np.testing.assert_array_equal(given["Vp"], want["Vp"])
+
+
+# --------------------------------------------------------------------------- reads of what an update writes
+
+def test_an_update_reading_other_elements_of_its_own_buffer_is_refused():
+    """`update X ← Φ X` compiled to X[i] = X[n − 1 − i] in parallel: the c kernel gave
+    6 7 4 5 4 5 6 7 where the reference gives 6 7 4 5 2 3 0 1 (a silent wrong answer before
+    this check).  Now a positioned error."""
+    with pytest.raises(moac.MoacError) as e:
+        moac.parse("size n, d\ninput X : f32 ⟨n d⟩\nupdate X ← Φ X\n", "rev.moa").dnf()
+    assert str(e.value).startswith("rev.moa:3:12: error: the update of 'X' reads ⟨(-i + n - 1) j⟩ψX where it "
+                                   "writes ⟨i j⟩ψX")
+    with pytest.raises(moac.MoacError, match="reads ⟨i j⟩ψX where it writes ⟨j i⟩ψX"):
+        moac.parse(HEAD.replace("⟨n m⟩", "⟨n n⟩").replace("⟨m n⟩", "⟨n n⟩") + "update ⍉X ← X\n").dnf()
+
+
+def test_an_update_reading_a_buffer_an_earlier_update_rewrote_is_refused():
+    """Vc ← (n + 1) △ Kc after Kc's append: the kernels read the appended Kc (row n = k),
+    the reference the Kc the call was given."""
+    src = ("size N, n, d\ninput Kc : f32 ⟨N d⟩\ninput Vc : f32 ⟨N d⟩\ninput k : f32 ⟨d⟩\n"
+           "update Kc ← (n △ Kc) # k\nupdate Vc ← (n + 1) △ Kc\n")
+    with pytest.raises(moac.MoacError, match=r"<t>:6:13: error: the update of 'Vc' reads 'Kc', which an update "
+                                             r"before it rewrites"):
+        moac.parse(src, "<t>").dnf()
+    swapped = src.replace("update Kc ← (n △ Kc) # k\nupdate Vc ← (n + 1) △ Kc\n",
+                          "update Vc ← (n + 1) △ Kc\nupdate Kc ← (n △ Kc) # k\n")
+    p = moac.parse(swapped)
+    a = dict(Kc=np.zeros((4, 2), np.float32), Vc=np.ones((4, 2), np.float32), k=np.full(2, 7, np.float32))
+    got = p.compile(target="c")(**{x: y.copy() for x, y in a.items()}, n=1)
+    ref = p.evaluate(**a, sizes=dict(n=1))
+    for name in ("Kc", "Vc"):
+        np.testing.assert_array_equal(got[name], ref[name])

@@ -2,7 +2,7 @@
 from .evaluate import evaluate_dnf
 from .form import DNF, format_dnf, format_trace
 from .ir import DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt, fmt_index, format_stmt
-from .rules import to_dnf
+from .program import to_dnf
 from .verify import verify_dnf
 from .walk import canonical_key, children, free_index_vars, map_children, reads, substitute
 

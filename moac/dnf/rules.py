@@ -9,21 +9,17 @@ complexity.  Each rewrite is recorded with the name of the rule that fired.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 
 import sympy as sp
 
 from ..front import core as C
-from ..front.data import Distinct, has_data
+from ..front.data import has_data
 from ..errors import RewriteError
 from ..ops import OPS, RIGHT_FOLDS
-from .form import DNF
 from .ir import (DConst, DIndex, DOp, DRead, DReduce, DSelect, DStmt, TraceStep, fmt_index, fmt_num,
                  fmt_vec, format_expr, index_var)
-from .passes import pull_factors
 from .reshape import reshape_index, simplify_index
-from .verify import verify_dnf
 from .walk import at_sizes, canonical_key, flops, free_index_vars, has_reduce, map_children, reads, substitute
 
 
@@ -466,72 +462,3 @@ def _share_temporaries(ctx: _Ctx) -> tuple:
             done.add(st.name)
         emit(new[st.name, st.role])
     return tuple(out)
-
-
-def scatter_index(program: C.CoreProgram, sc: C.CScatter, vars_: tuple) -> tuple:
-    """The element of the updated input that element ⟨vars⟩ of a scatter's selection is:
-    the selection ψ-reduced on its own, which must give one read of the input."""
-    ctx = _Ctx(program)
-    ctx.used, ctx.scope, ctx.stmt_vars = {v.name for v in vars_}, dict(zip(vars_, sc.shape)), set(vars_)
-    e = psi_reduce(sc.sel, tuple(vars_), ctx)
-    if not isinstance(e, DRead) or e.array != sc.target or ctx.stmts:
-        raise RewriteError(f"the left side of an update must select elements of '{sc.target}' one by one; this "
-                           f"one gives {format_expr(e)}", sc.span, program.source)
-    return e.index
-
-
-def scatter_conditions(program: C.CoreProgram) -> tuple:
-    """For each scatter, the condition that it names every element at most once: the
-    components of its index that are not a variable of their own, distinct over the
-    variables they depend on (and those no component uses) — checked on every call where
-    data decides them.  () where the index is a permutation of the variables."""
-    out = []
-    for name, node in program.updates:
-        if not isinstance(node.arg, C.CScatter):
-            continue
-        ctx = _Ctx(program)
-        vars_ = tuple(ctx.fresh(n) for n in node.shape)
-        at = scatter_index(program, node.arg, vars_)
-        syms = [sp.sympify(a).free_symbols & set(vars_) for a in at]
-        own = {}                     # component -> its variable, where it is one-to-one in a variable of its own
-
-        def one_to_one(k: int, a) -> bool:
-            if len(syms[k]) != 1 or has_data(a):
-                return False
-            (v,) = syms[k]
-            if any(v in f for j, f in enumerate(syms) if j != k):
-                return False
-            slope = sp.expand(a).coeff(v)
-            return sp.expand(a - slope * v).free_symbols.isdisjoint(vars_) and slope.is_nonzero is True
-        for k, a in enumerate(at):
-            if one_to_one(k, a):             # i, n − 1 − i (a reverse), i + n (a drop)
-                own[k] = next(iter(syms[k]))
-        key = tuple(a for k, a in enumerate(at) if k not in own)
-        over = tuple((v, n) for v, n in zip(vars_, node.shape) if v not in own.values())
-        if over:
-            out.append(C.Constraint(Distinct(*key), f"the update of '{name}' must name each of its elements at most "
-                                    "once", node.span, over))
-    return tuple(out)
-
-
-def to_dnf(program: C.CoreProgram) -> DNF:
-    """ψ-reduce every output of a core program to its DNF (verified when MOAC_VERIFY=1)."""
-    ctx = _Ctx(program)
-    # the updates last: they overwrite buffers the others read
-    for role, named in (("output", program.outputs), ("update", program.updates)):
-        for name, node in named:
-            if isinstance(node.arg, C.CScatter):        # update S ← e: the elements S selects hold e
-                vars_, body = _whole(ctx, C.CNamed(node.span, node.shape, name, node.arg.value))
-                at = scatter_index(program, node.arg, vars_)
-                ctx.stmts.append(DStmt(name, vars_, node.shape, body, role, at))
-                continue
-            vars_, body = _whole(ctx, node)
-            ctx.stmts.append(DStmt(name, vars_, node.shape, body, role))
-    stmts = _share_temporaries(ctx)
-    sizes = frozenset(program.sizes) | frozenset(C.size_symbol(n) for n, _ in program.derived)
-    log = lambda before, after: ctx.trace.append(TraceStep("Σ-factor", format_expr(before), format_expr(after)))  # noqa: E731
-    stmts = tuple(replace(s, body=pull_factors(s.body, sizes, log)) for s in stmts)
-    d = DNF(program, stmts, tuple(ctx.trace), tuple(ctx.notes.items()))
-    if os.environ.get("MOAC_VERIFY") == "1":
-        verify_dnf(d)
-    return d

@@ -145,7 +145,7 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
     program = CoreProgram(source, independent, hints, tuple(inputs), tuple(outputs),
                           tuple(constraints.values()), tuple(derived.items()), tuple(updates), size_spans, output_dtypes)
     if any(isinstance(v.arg, C.CScatter) for _, v in updates):
-        from ..dnf.rules import scatter_conditions        # the selections ψ-reduced (dnf builds on core)
+        from ..dnf.program import scatter_conditions      # the selections ψ-reduced (dnf builds on core)
         program = replace(program, constraints=program.constraints + scatter_conditions(program))
     return program
 
@@ -225,7 +225,7 @@ def selected_input(c: C.Core, cells: dict | None = None):
 def _scatter(el: Elab, sel_node: S.Node, e: S.Node, glob: Scope, updates: list) -> None:
     """`update S ← e`: S selects elements of an input X (ψ, ρ, ⍉, △, ▽, Φ and Ω of X); after
     the call those elements of X hold e's.  Each element may be selected once (a condition
-    on the data where the selection reads it: moac.dnf.rules.scatter_conditions)."""
+    on the data where the selection reads it: moac.dnf.program.scatter_conditions)."""
     sel = el.expr(sel_node, glob)
     name, bad = selected_input(sel)
     if name is None:
