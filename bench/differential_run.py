@@ -2,7 +2,8 @@
 """Differential testing on purpose: random well-shaped programs (tests/progen.py: ψ with
 partial indices, take/drop with negative counts, catenation, transposes, reshape, Ω,
 inner and outer products, every reduction, sizes left to run time, sizes 0, 1 and
-primes) compiled for c, openmp and openacc and compared with the interpreter; c and the
+primes; a third of them scatter into an input with `update S ← e`) compiled for c, openmp and
+openacc and compared with the interpreter (outputs and updated inputs); c and the
 host build of openacc also bit for bit.  Writes a JSON summary with every failure.
 
     python3 bench/differential_run.py --programs 3400 --json bench/results/DATE/differential.json
@@ -59,9 +60,10 @@ def main() -> int:
         for target in TARGETS:
             try:
                 kern = prog.compile(target=target, werror=True, native=False)
-                got = kern(**arrays, **{k: v for k, v in all_sizes.items() if k in kern.onf.params})
+                given = {k: v.copy() for k, v in arrays.items()}     # an update rewrites its input in place
+                got = kern(**given, **{k: v for k, v in all_sizes.items() if k in kern.onf.params})
                 tol = commands.tolerance(kern.signature.ctype, commands.reduction_length(kern.onf, all_sizes))
-                for name in prog.outputs:
+                for name in ref:                                       # outputs and updated inputs
                     r = np.asarray(ref[name], np.float64)
                     g = np.asarray(got[name], np.float64)
                     fin = np.isfinite(r)
@@ -75,7 +77,7 @@ def main() -> int:
                 stats["failures"].append({"target": target, "source": source, "sizes": sizes,
                                           "error": "".join(traceback.format_exception_only(type(e), e)).strip()[:500]})
         if "c" in got_by and "openacc" in got_by:
-            for name in prog.outputs:
+            for name in ref:
                 if not np.array_equal(got_by["c"][name], got_by["openacc"][name], equal_nan=True):
                     stats["failures"].append({"target": "c vs openacc", "source": source, "sizes": sizes,
                                               "error": f"{name}: not bit for bit"})
