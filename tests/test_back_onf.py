@@ -117,3 +117,13 @@ def test_traffic_with_head_dim_128_fixed():
     assert sp.expand(o.minimum - minimum) == 0
     assert o.compulsory_minimal, f"compulsory traffic {o.compulsory} vs minimum {o.minimum}"
     assert "NOT minimal" not in str(o)
+
+
+def test_a_reshaped_array_read_in_its_own_order_is_coalesced():
+    """γ of the reshape's ⟨⌊i÷m⌋ (i mod m)⟩ is m·⌊i÷m⌋ + (i mod m) = i: adjacent lanes are one
+    element apart.  The verdict said "NOT coalesced (stride −m·⌊i÷m⌋ + m·⌊(i + 1)÷m⌋ − …)"
+    before γ folded the pair back."""
+    text = str(example("reshape").onf(target="c"))
+    reads = [x for x in text.splitlines() if x.startswith("  read  A[")]
+    assert len(reads) == 2
+    assert all(x.endswith("γ-difference 1 → coalesced") for x in reads), reads

@@ -11,11 +11,28 @@ from ..dnf.walk import at_sizes
 from ..front.data import data_reads, has_data
 
 def gamma(index: tuple, shape: tuple) -> sp.Expr:
-    """Row-major γ: Σ_k i_k · Π_{j>k} s_j."""
+    """Row-major γ: Σ_k i_k · Π_{j>k} s_j, with n·⌊x ÷ n⌋ + (x mod n) folded back to x (a
+    reshaped array read or written in its own order: γ of γ′ is the identity)."""
     off = sp.Integer(0)
     for i, s in zip(index, shape):
         off = off * s + i
-    return sp.expand(off)
+    return _fold_divmod(sp.expand(off))
+
+
+def _fold_divmod(e: sp.Expr) -> sp.Expr:
+    """c·n·⌊x ÷ n⌋ + c·(x mod n) → c·x wherever both terms are there."""
+    terms = list(sp.Add.make_args(e))
+    for t in list(terms):
+        coeff, mods = t.as_independent(sp.Mod, as_Add=False)
+        if not isinstance(mods, sp.Mod) or t not in terms:
+            continue
+        x, n = mods.args
+        partner = sp.expand(coeff * n * sp.floor(x / n))
+        if partner in terms:
+            terms.remove(t)
+            terms.remove(partner)
+            terms.append(sp.expand(coeff * x))
+    return sp.Add(*terms) if len(terms) != len(sp.Add.make_args(e)) else e
 
 
 def lane_diff(offset: sp.Expr, var: sp.Symbol) -> sp.Expr:
