@@ -39,6 +39,7 @@ def dnf(prog, d, sizes: dict, trace: bool = False) -> dict:
     from .dnf.ir import format_expr
     out = {"schema": SCHEMA, "stage": "dnf", **_program(prog),
            "statements": [{"name": s.name, "role": s.role, "vars": [str(v) for v in s.vars],
+                           **({"at": [_expr(x) for x in s.at]} if s.at else {}),
                            "shape": [_expr(x) for x in s.shape], "body": format_expr(s.body)}
                           for s in d.stmts],
            "fixed": dict(sizes), "text": str(d)}

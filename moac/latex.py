@@ -95,7 +95,7 @@ def _stmt_math(s) -> tuple:
     body = expr(s.body)
     if s.vars:
         body += MARK + for_clause(s.vars, s.shape)
-    return read(s.name, s.vars), body
+    return read(s.name, s.target), body          # a scatter writes at ⟨at⟩, the others at ⟨vars⟩
 
 
 def _runs(stmts):
