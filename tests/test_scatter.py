@@ -247,3 +247,17 @@ def test_an_update_reading_a_buffer_an_earlier_update_rewrote_is_refused():
     ref = p.evaluate(**a, sizes=dict(n=1))
     for name in ("Kc", "Vc"):
         np.testing.assert_array_equal(got[name], ref[name])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_scatter_of_one_element_from_a_reduction_writes_that_element(target):
+    """`update ⟨2 0 1⟩ψa0 ← ⌊ red a3`: the reduction's combine stored into a0[0] instead of
+    a0[2, 0, 1] (found by the differential run with scatters, 12 failures in its first 200
+    programs)."""
+    p = moac.parse("size n, m\ninput a0 : f32 ⟨n m 2⟩\ninput a3 : f32 ⟨m⟩\nupdate ⟨2 0 1⟩ ψ a0 ← ⌊ red a3\n")
+    a0 = np.arange(12, dtype=np.float32).reshape(3, 2, 2)
+    a3 = np.array([5, -3], np.float32)
+    want = a0.copy()
+    want[2, 0, 1] = -3
+    np.testing.assert_array_equal(p.compile(target=target)(a0=a0.copy(), a3=a3)["a0"], want)
+    np.testing.assert_array_equal(p.evaluate(a0=a0, a3=a3)["a0"], want)

@@ -163,7 +163,7 @@ def _scalar_reduction(ctx, st: DStmt, red: DReduce):
         pre, x = lower(red, names, vector_var=v)
         g = internal("g")
         code = gang_nest([(g, sp.Integer(1), f"one gang: the extent {fmt_index(small)} ≤ {SMALL_REDUCTION} is "
-                           "too small to split", sp.Integer(0))], tuple(pre) + (Store(st.name, (), (), x),))
+                           "too small to split", sp.Integer(0))], tuple(pre) + (Store(st.name, st.target, st.target, x),))
         ctx.kernels.append(Kernel(f"k{len(ctx.kernels) + 1}_{base}", f"{base}: {ops.red_symbol(op)} over "
                                   f"{v.name} in one gang, lanes over {v.name}", ((g, sp.Integer(1)),), code))
         return
@@ -189,7 +189,7 @@ def _scalar_reduction(ctx, st: DStmt, red: DReduce):
     comb = (Let("acc0", Const(ops.identity(op))),
             Loop(g, sp.Integer(G), "seq", (Set("acc0", Op(op, (Local("acc0"), read(part, (g,))))),),
                  note=f"combine the {G} partials"),
-            Store(st.name, (), (), Local("acc0")))
+            Store(st.name, st.target, st.target, Local("acc0")))
     ctx.kernels.append(Kernel(f"k{len(ctx.kernels) + 1}_{base}_combine",
                               f"{base}: combine the per-gang partials", ((g, sp.Integer(G)),), (Serial(comb),)))
 
