@@ -50,6 +50,8 @@ class Target:
     gang_memory: bool = False          # buffers placed "gang" live in on-chip memory of the gang's block
     tensor_tiles: bool = False         # it prints a TensorTile's tile instructions (mma.sync, bf16 operands);
                                        # without, a gang runs the tile's lane passes
+    last_gang: bool = False            # it prints a LastGang (an atomic counter per frame, memory fences): the
+                                       # last gang of a frame folds its partials, no separate combine kernel
     tile_gangs: int = 0                # the gang count the chunk choice aims for where a kernel has tiles
                                        # (0: `gangs`)
     scan_gangs: bool = False           # a gang may find its work by a short scan (a ragged batch's chunks

@@ -29,6 +29,7 @@ TARGET = Target(
     gangs_per_block=int(os.environ.get("MOAC_CUDA_WARPS", "1")),
     gang_memory=True,                  # __shared__
     scan_gangs=True,
+    last_gang=True,                    # atomicAdd and __threadfence: the split-K combine in the partials kernel
     tensor_tiles=int("".join(c for c in ARCH[3:] if c.isdigit()) or 0) >= 80,   # mma.sync with bf16: sm_80 on
     # the gang count for kernels with tensor-core tiles, for experiments (0: `gangs`).  1024 (about
     # one wave of their 8 blocks per multiprocessor) measured faster for single-sequence GQA and
