@@ -50,6 +50,11 @@ TILED = [
     ("decode_ragged_bf16", "decode_ragged", "bf16", dict(hkv=2, g=4, dk=128, dv=128), dict(B=3, N=300)),
     ("decode_paged_bf16", "decode_paged", "bf16", dict(hq=8, hkv=2, d=128), dict(B=3, P=20, page=7, maxp=5)),
     ("decode_gqa_fp8_g4", "decode_gqa_fp8", "f8e4m3", dict(hq=8, hkv=2, dk=128, dv=128), dict(B=2, n=1000)),
+    # at least 32 frames and at most 32 partials a frame: on cuda the partials kernel's last gangs fold
+    ("decode_gqa_batched_bf16_g4_fold", "decode_gqa_batched", "bf16", dict(hq=16, hkv=4, dk=64, dv=64), dict(B=8, n=77)),
+    ("decode_gqa_batched_bf16_g3_fold", "decode_gqa_batched", "bf16", dict(hq=12, hkv=4, dk=128, dv=128), dict(B=8, n=1)),
+    ("decode_gqa_fp8_g4_fold", "decode_gqa_fp8", "f8e4m3", dict(hq=8, hkv=2, dk=128, dv=128), dict(B=16, n=300)),
+    ("decode_mha_f32_fold", "decode_mha", "f32", dict(dk=64, dv=64), dict(B=8, h=4, n=100)),
 ]
 
 

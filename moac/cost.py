@@ -50,7 +50,8 @@ def analyse(prog, sizes: dict, target: str = "openacc", token: str | None = "n",
     if all(s in env for s in prog.core.sizes):
         values = dict(env)
         for ch in onf.choices:
-            values[ch.var] = sp.Integer(evaluate(ch, values, get_target(target).gang_target(onf.schedule.tiled)))
+            tg = get_target(target)
+            values[ch.var] = sp.Integer(evaluate(ch, values, tg.gang_target(onf.schedule.tiled), tg.chunk_floor(onf.schedule.tiled)))
     kv = fpt = None
     if tok is not None:
         # the run-time choices (the chunk size) as the sequence grows without bound
@@ -86,7 +87,8 @@ def counts_at(onf, sizes: dict) -> tuple:
     from .front.core import size_symbol
     values = {size_symbol(k): sp.Integer(int(v)) for k, v in {**onf.fixed, **sizes}.items()}
     for ch in onf.choices:
-        values[ch.var] = sp.Integer(evaluate(ch, values, get_target(onf.target).gang_target(onf.schedule.tiled)))
+        tg = get_target(onf.target)
+        values[ch.var] = sp.Integer(evaluate(ch, values, tg.gang_target(onf.schedule.tiled), tg.chunk_floor(onf.schedule.tiled)))
     out = []
     for e in (onf.traffic, onf.minimum, onf.flops):
         v = sp.sympify(e).xreplace(values)

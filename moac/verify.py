@@ -14,7 +14,7 @@ import dataclasses
 import sympy as sp
 
 from .emit import cir
-from .schedule.ir import Guard, Let, LetIndex, Loop, Schedule, Scope, Serial, Set, Store, Unpack, expr_reads, Prefetch
+from .schedule.ir import Guard, LastGang, Let, LetIndex, Loop, Schedule, Scope, Serial, Set, Store, Unpack, expr_reads, Prefetch
 
 
 def _fail(where: str, what: str):
@@ -73,6 +73,10 @@ def verify_schedule(s: Schedule) -> None:
                     walk(b, bound, where, False)
                 case Scope(body=b):
                     walk(b, bound, where, gang_ok)
+                case LastGang(index=idx, count=n, when=c, body=b):
+                    for x in idx + (n, c):
+                        check_syms(x, bound, where)
+                    walk(b, bound, where, False)
                 case _:
                     _fail(where, f"unknown statement {type(st).__name__}")
 
@@ -145,6 +149,12 @@ def verify_cunit(unit, params: tuple = ()) -> None:
                     walk(t, names, where)
                     walk(o, names, where)
                 case cir.Block(body=b):
+                    walk(b, names, where)
+                case cir.LastGang(counter=a, index=i, count=n, when=c, size=sz, body=b):
+                    for x in (i, n, c, sz):
+                        need(x, names, where)
+                    if a not in names:
+                        raise AssertionError(f"C unit verifier: {where}: counter {a} undeclared")
                     walk(b, names, where)
 
     def need(e, names, where):

@@ -218,3 +218,40 @@ def test_scatter_reduction_leaves_every_total_in_every_lane(n, op):
         assert np.allclose(env[nm], want), (k, env[nm][:4], want)
     shuffles = str(block).count("__shfl_xor_sync")
     assert shuffles < 5 * n or n == 1
+
+
+def test_the_last_gang_of_a_frame_folds_its_partials_on_cuda_only():
+    """The split-K combine placed in the partials kernel (a LastGang of the Schedule): cuda
+    counts each frame's gangs on a counter zeroed before the launch and lets the last one
+    fold, launching the combine kernel only where the frame has more partials than the
+    fold takes; openacc always runs the combine kernel.  The ONF is the same for both."""
+    sizes = {"dk": 128, "dv": 128, "hq": 32, "hkv": 8}
+    prog = example("decode_gqa_batched")
+    onf = str(prog.onf(target="cuda", sizes=sizes))
+    assert "last   · < ⌈n÷chunk⌉" in onf and "done     scratch" in onf
+    cu = prog.c_source(target="cuda", sizes=sizes)
+    assert "atomicAdd((unsigned *)&moac_done[moac_slot], 1u) == moac_need - 1u" in cu
+    assert cu.count("__threadfence();") == 4                    # writer and reader side, 64- and 32-bit kernels
+    assert "cudaMemsetAsync(moac_done, 0," in cu
+    launch = cu.index("moac_decode_gqa_batched_k2_combine_i32<<<")
+    assert "if (8 * B_ < 32 || n_ / chunk + (n_ % chunk != 0) > 32 || n_ / chunk + (n_ % chunk != 0) < 1) {" in cu[launch - 300:launch]
+    acc = prog.c_source(target="openacc", sizes=sizes)
+    assert "atomic" not in acc and "moac_last" not in acc
+    assert "#pragma acc parallel loop gang collapse(3) vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_z_part, out_)" in acc
+
+
+def test_the_combine_reads_a_partials_outputs_in_packed_words():
+    """The combine kernel's R = 8 outputs of a partial are adjacent in o_part: 4 packed
+    8-byte words per lane (the workspace is then checked for 8-byte alignment)."""
+    cu = example("decode_gqa_batched").c_source(target="cuda", sizes={"dk": 128, "dv": 128, "hq": 32, "hkv": 8})
+    assert "uint64_t ow6w = moac_word(moac_o_part," in cu
+    assert "if ((uintptr_t)workspace % 8 != 0)" in cu
+
+
+def test_one_frame_keeps_the_combine_kernel():
+    """Fewer than 32 frames (a single decode head): the combine stays a kernel of its own on
+    every target, and the ONF says why."""
+    prog = example("decode")
+    onf = str(prog.onf(target="cuda", sizes={"dk": 128, "dv": 128}))
+    assert "combine: a kernel of its own on every target (fewer frames (1) than the 32" in onf
+    assert "moac_last" not in prog.c_source(target="cuda", sizes={"dk": 128, "dv": 128})

@@ -128,6 +128,21 @@ class Raw:
 
 
 @dataclass(frozen=True, slots=True)
+class LastGang:
+    """A gang's end where the last gang of its frame folds the frame's partials
+    (moac.schedule.ir.LastGang, frozen): printed by targets with device-wide atomics
+    (Target.last_gang), never given to the others.  `counter` is a scratch array of `size`
+    elements, slot `index` the frame's; `count` gangs arrive where `when` holds."""
+    counter: str
+    index: object
+    count: object
+    when: object
+    size: object
+    body: tuple
+    comment: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Tile:
     """A gang's chunk as tensor-core tiles (moac.schedule.ir.TensorTile, frozen): what a
     target with tile instructions prints (moac.emit.tiles); the other printers never see

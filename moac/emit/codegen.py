@@ -56,9 +56,10 @@ SIMD_MATH = (
     "#endif")
 
 
-def chunk_helper(gangs: int) -> str:
-    """moac_chunk, moac.schedule.choices.chunk_size in C, for a target aiming at `gangs` gangs."""
-    lo, hi, per = MIN_CHUNK, CHUNK, CHUNKS_PER_FRAME
+def chunk_helper(gangs: int, lo: int = MIN_CHUNK) -> str:
+    """moac_chunk, moac.schedule.choices.chunk_size in C, for a target aiming at `gangs` gangs
+    with chunks of at least `lo` tokens."""
+    hi, per = CHUNK, CHUNKS_PER_FRAME
     return (f"/* tokens per gang for the split-K plan: the smallest power of two in {lo} ... {hi} that\n"
             f" * keeps at most {per} chunks per frame (the combine folds them with lanes over the chunks)\n"
             f" * and about {gangs} gangs in all (this target's choice) */\n"
@@ -274,7 +275,7 @@ def context(unit: CUnit, sig: Signature, target, helper_prefix: str | None = Non
     prologue = "\n".join(cir.stmts(unit.prologue, unit.ctype, indent=1))
     return dict(
         version=__version__, filename=unit.filename, target=unit.target, plan=unit.plan,
-        summary=unit.summary, device_entry=target.device_entry, helpers=HELPERS + ((SIMD_MATH,) if target.lanes == "simd" else ()) + (chunk_helper(target.gang_target("moac_tile" in unit.helpers)),) + (_helpers32() if unit.index_bits in (0, 32) else ())
+        summary=unit.summary, device_entry=target.device_entry, helpers=HELPERS + ((SIMD_MATH,) if target.lanes == "simd" else ()) + (chunk_helper(target.gang_target("moac_tile" in unit.helpers), target.chunk_floor("moac_tile" in unit.helpers)),) + (_helpers32() if unit.index_bits in (0, 32) else ())
         + tuple(OPTIONAL_HELPERS[h] for h in unit.helpers), helper_prefix=helper_prefix or target.helper_prefix,
         model_macro=target.model_macro, header=target.header, device_malloc=target.device_malloc,
         device_free=target.device_free,

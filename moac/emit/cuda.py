@@ -28,6 +28,7 @@ from . import cir, tiles
 LANES = 32
 LANE = cir.Var("moac_lane")
 LANE_UNROLL = 4      # iterations of a lane loop unrolled (loads in flight per lane)
+FOLD_UNROLL = 4      # steps of a last gang's sequential fold unrolled (8 measured the same on the H200)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +114,8 @@ class _Lanes:
         self.types: dict = {}         # device-declared name -> ctype
         self.warp: dict = {}          # helper name -> text
         self.count = 0                # fresh names (moac_up1, moac_tot2, ...)
+        self.counters: list = []      # (counter array, C elements, C condition) of the LastGangs met
+        self.fold = False             # inside a LastGang's fold: its sequential loops are unrolled
 
     def stmts(self, body) -> tuple:
         out = []
@@ -131,12 +134,36 @@ class _Lanes:
             case cir.For(level="vector"):
                 return self.vector(s)
             case cir.For():
-                return dataclasses.replace(s, body=self.stmts(s.body), pragma=None)
+                return dataclasses.replace(s, body=self.stmts(s.body),
+                                           pragma=f"#pragma unroll {FOLD_UNROLL}" if self.fold and s.level == "seq" else None)
             case cir.If(then=t, other=o):
                 return dataclasses.replace(s, then=self.stmts(t), other=self.stmts(o))
             case cir.Block(body=b):
                 return dataclasses.replace(s, body=self.stmts(b), pragma=None, level=None)
+            case cir.LastGang():
+                return self.last_gang(s)
         return s
+
+    def last_gang(self, s: cir.LastGang) -> cir.If:
+        """Every lane fences its stores of the partials, lane 0 counts the gang on the frame's
+        counter, and the gang that brings it to `count` (the frame's last) folds the frame,
+        after a fence of its own (the threadfence-reduction pattern of the CUDA samples).
+        The counters are zeroed on the stream before the kernel (Region.memsets)."""
+        self.counters.append((s.counter, cir.expr(s.size, self.ctype), cir.expr(s.when, self.ctype)))
+        self.fold = True
+        body = self.stmts(s.body)
+        self.fold = False
+        return cir.If(s.when, (
+            cir.Raw("__threadfence();   /* this gang's partials, visible before it is counted */"),
+            cir.Raw("__syncwarp();"),
+            cir.Decl("const long long", "moac_slot", s.index),
+            cir.Decl("const unsigned", "moac_need", s.count),
+            cir.Decl("unsigned", "moac_last", cir.Int(0)),
+            cir.If(cir.Bin("==", LANE, cir.Int(0)),
+                   (cir.Raw(f"moac_last = atomicAdd((unsigned *)&{s.counter}[moac_slot], 1u) == moac_need - 1u;"),)),
+            cir.Raw("moac_last = __shfl_sync(0xffffffffu, moac_last, 0);"),
+            cir.If(cir.Var("moac_last"), (cir.Block((cir.Raw("__threadfence();"),) + body,
+                                                    comment=s.comment or None),))))
 
     def vector(self, s: cir.For) -> list:
         out: list = []
@@ -299,6 +326,8 @@ def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict,
             body = lanes.stmts(code)
         warp.update(lanes.warp)
         reads, arrays, decls, words, stored = _uses((body, total))
+        arrays.update(c for c, _, _ in lanes.counters)
+        stored.update(c for c, _, _ in lanes.counters)
         if words & stored:
             raise RewriteError(f"{', '.join(sorted(words & stored))}: read in packed words and written in one kernel")
         on_chip = sorted(arrays & set(shared or {}))
@@ -322,6 +351,9 @@ def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict,
         blocks = tot if w == 1 else f"({tot} + {w - 1}) / {w}"
         launch = (f"{name}<<<(unsigned)({blocks} < 2147483647 ? {blocks} : 2147483647), {LANES * w}, "
                   f"{smem or 0}, moac_stream>>>({args});")
+        for ctr, size, when in lanes.counters:      # the LastGang counters start at zero
+            launch = (f"if ({when})\n    cudaMemsetAsync({ctr}, 0, sizeof({ctype}) * (size_t)({size}), moac_stream);\n"
+                      + launch)
         if smem:      # beyond 48 KiB a kernel must opt in to its dynamic shared memory
             launch = (f"if ({smem} > 49152)\n    cudaFuncSetAttribute({name}, "
                       f"cudaFuncAttributeMaxDynamicSharedMemorySize, (int)({smem}));\n{launch}")

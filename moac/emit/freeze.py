@@ -18,7 +18,7 @@ from ..errors import RewriteError
 from ..dtypes import BYTES, CTYPE, OUTPUT_STORAGE, WIDENED
 from ..front.data import INDEX_DTYPES
 from ..schedule.index import gamma
-from ..schedule.ir import (Const, Guard, IndexValue, Let, LetIndex, Local, Loop, Op, Read, Schedule, Scope,
+from ..schedule.ir import (Const, Guard, IndexValue, LastGang, Let, LetIndex, Local, Loop, Op, Read, Schedule, Scope,
                            Select, Serial, Set, Store, TensorTile, Unpack, expr_reads, Prefetch)
 from ..schedule.packing import WORD, word_bytes
 
@@ -160,6 +160,16 @@ def freeze_cond(c) -> object:
     raise RewriteError(f"cannot generate C for the condition {c}")
 
 
+def _negate(c):
+    """¬c for a conjunction or disjunction of relations, as relations (De Morgan)."""
+    c = sp.sympify(c)
+    if isinstance(c, sp.And):
+        return sp.Or(*(_negate(a) for a in c.args), evaluate=False)
+    if isinstance(c, sp.Or):
+        return sp.And(*(_negate(a) for a in c.args), evaluate=False)
+    return c.negated
+
+
 def var_name(v) -> str:
     """A loop or index variable in C: moac's own (sympy Dummy) as they are, the DNF's mangled."""
     return v.name if isinstance(v, sp.Dummy) else mangle(v.name)
@@ -278,8 +288,9 @@ class _Freezer:
         """Whole 8-byte words (or one 4-byte word), each split into its elements (narrow
         storage widened: 4 bf16/f16 or 8 one-byte elements per 8-byte word, 4 one-byte
         elements per 4-byte word; f32 by its bits)."""
-        self.aligned.add(mangle(st.array))
         buf = self.bufs[st.array]
+        # scratch starts at a multiple of 256 bytes of the workspace: the workspace is checked
+        self.aligned.add(mangle(st.array) if buf.role != "scratch" else "workspace")
         esize = BYTES[buf.dtype]
         wb = word_bytes(st.width, esize)                 # 8-byte words, or one 4-byte word
         per = wb // esize
@@ -334,6 +345,12 @@ class _Freezer:
                 return cir.If(freeze_cond(c), self.stmts(t, arrays), self.stmts(o, arrays))
             case Serial(body=b):
                 return cir.Block(self.stmts(b, arrays), self.t.serial_pragma(arrays), level="serial")
+            case LastGang() if self.t.last_gang:
+                buf = self.bufs[st.counter]
+                return cir.LastGang(mangle(st.counter), gamma_c(st.index, buf.shape), freeze(st.count),
+                                    freeze_cond(st.when), freeze(buf.size), self.stmts(st.body, arrays), st.note)
+            case LastGang():              # the target runs the separate combine kernel instead
+                return []
             case TensorTile() if self.t.tensor_tiles:
                 return self.tile(st)
             case Scope(body=b):           # a TensorTile included: its lane passes, where tiles are not printed
@@ -461,6 +478,8 @@ def _kernels(s: Schedule, target, bits: int) -> tuple:
     for k in s.kernels:
         arrays = tuple(mangle(a) for a in sorted(_arrays(k.body, set())))
         code = f.stmts(k.body, arrays)
+        if k.folded is not None and target.last_gang:      # another kernel's last gangs fold where it holds
+            code = (cir.If(freeze_cond(_negate(k.folded)), code),)
         kernels.append(CKernel(k.name, k.comment, _narrow_calls(code) if bits == 32 else code, arrays))
     if target.lower is not None:
         kernels = target.lower(kernels)

@@ -11,14 +11,15 @@ CHUNKS_PER_FRAME = 1024   # the most chunks of one frame the combine merges
 GANGS = 16384             # the default gang count aimed for (a target may set its own: Target.gangs)
 
 
-def chunk_size(tokens: int, frames: int, gangs: int = GANGS) -> int:
+def chunk_size(tokens: int, frames: int, gangs: int = GANGS, least: int = MIN_CHUNK) -> int:
     """moac_chunk: the smallest power of two in 16 … 1024 tokens per chunk that keeps at
     most CHUNKS_PER_FRAME chunks per frame and about `gangs` gangs in all (measured on the
     H200, docs/benchmarks.md: fewer gangs leave multiprocessors idle, which the single-head
     and shared-KV cases showed; the combine folds a frame's chunks with lanes over them,
-    so its cost grows with ⌈chunks/32⌉)."""
+    so its cost grows with ⌈chunks/32⌉).  `least`: the target's smallest chunk (MIN_CHUNK,
+    or more for kernels with tensor-core tiles: Target.chunk_floor)."""
     want = max((tokens + CHUNKS_PER_FRAME - 1) // CHUNKS_PER_FRAME, (tokens * frames + gangs - 1) // gangs)
-    c = MIN_CHUNK
+    c = least
     while c < want and c < CHUNK:
         c *= 2
     return c
@@ -27,8 +28,8 @@ def chunk_size(tokens: int, frames: int, gangs: int = GANGS) -> int:
 RULES = {"moac_chunk": chunk_size}
 
 
-def evaluate(choice, values: dict, gangs: int = GANGS) -> int:
+def evaluate(choice, values: dict, gangs: int = GANGS, least: int = MIN_CHUNK) -> int:
     """A Choice's value where every size is known (values: sympy symbol -> integer), for a
-    target aiming at `gangs` gangs."""
+    target aiming at `gangs` gangs with chunks of at least `least` tokens."""
     import sympy as sp
-    return RULES[choice.rule](*(int(sp.sympify(a).xreplace(values)) for a in choice.args), gangs)
+    return RULES[choice.rule](*(int(sp.sympify(a).xreplace(values)) for a in choice.args), gangs, least)

@@ -22,7 +22,7 @@ from ..front.data import bounds, has_data
 from ..front.sizes import resolve
 from .index import (data_terms, footprint, gamma, gamma_text, internal, lane_diff, narrow_update, narrowed,
                     needed_reads, size_key, union_footprint, verdict)
-from .ir import (Guard, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, TensorTile, Unpack,
+from .ir import (Guard, LastGang, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, TensorTile, Unpack,
                  expr_reads, Prefetch)
 
 
@@ -173,6 +173,8 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
                     f = walk(st.body, inner, {**ext, **binds}, {v: x for v, x in lo.items() if v not in binds},
                              depth + 1)
                     total += _repeat(st, f)
+                case LastGang():          # the fold it holds is the separate kernel's work, counted there
+                    loops.append(LoopInfo("·", sp.sympify(st.count), "last", st.note, depth))
                 case TensorTile():
                     loops.append(LoopInfo("c", sp.sympify(st.count), "tile", st.meaning(), depth))
                     total += walk(st.body, lanes, ext, lo, depth + 1)

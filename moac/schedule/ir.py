@@ -177,6 +177,25 @@ class Loop:
 
 
 @dataclass(frozen=True, slots=True)
+class LastGang:
+    """The end of a gang's work where the gangs of one frame fold their partials themselves:
+    every gang of the frame `index` counts itself on `counter` (a scratch buffer, one slot a
+    frame, zero before the kernel), and the last of the `count` to arrive runs `body`, the
+    fold of the frame's partials, once every other gang's stores are visible.  Only where
+    `when` holds (a run-time condition on the sizes and the chunk); the separate kernel
+    `kernel` (the same fold for every frame) runs where it does not.  A target prints it
+    where it has device-wide atomics and memory fences (Target.last_gang); the others skip
+    it and always run `kernel`.  The counts read `kernel`, not `body`."""
+    counter: str
+    index: tuple
+    count: object
+    when: object
+    kernel: str
+    body: tuple
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Serial:
     """A region run by a single thread (a scalar result)."""
     body: tuple
@@ -285,6 +304,8 @@ class Kernel:
     comment: str
     domain: tuple        # (DNF variable, extent): the iteration space the kernel enumerates
     body: tuple          # one parallel region (a gang loop nest) or a Serial region
+    folded: object = None  # a condition under which another kernel's LastGang folds this one's work:
+                           # targets that print LastGang launch this kernel only where it fails
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,15 +37,16 @@ def lse_weight(g, G, read_m, read_z, level: str = "seq") -> tuple:
             (Let("e", _exp_diff(read_m(), Local("M"))), Set("Z", Op("add", (Local("Z"), Op("mul", (Local("e"), read_z())))))))
 
 
-def lse_fold_lanes(g, G, read_o: list, read_m, read_z, accs: list, guards: list | None = None) -> tuple:
+def lse_fold_lanes(g, G, read_o: list, read_m, read_z, accs: list, guards: list | None = None, pre: tuple = ()) -> tuple:
     """M = max_g m_g (one vector reduction), then in one more pass Z = Σ_g e^{m_g − M}·z_g
     and O_r = Σ_g e^{m_g − M}·o_g[r] for R outputs r at once, lanes over the partials g
     (one vector reduction with R + 1 accumulators: the weight e^{m_g − M} is computed once
     per partial and shared by Z and the R outputs).  read_o[r](g) loads partial g's output
-    r; guards[r], if given, is the condition under which output r exists."""
+    r; guards[r], if given, is the condition under which output r exists; `pre`, statements
+    the loop body starts with (a packed load of the R outputs that read_o then names)."""
     from .ir import Guard
-    pre, weight = lse_weight(g, G, read_m, read_z, "vector")
-    body = list(weight)
+    first, weight = lse_weight(g, G, read_m, read_z, "vector")
+    body = list(pre) + list(weight)
     for r, acc in enumerate(accs):
         st = Set(acc, Op("add", (Local(acc), Op("mul", (Local("e"), read_o[r](g))))))
         cond = guards[r] if guards else None
@@ -53,4 +54,4 @@ def lse_fold_lanes(g, G, read_o: list, read_m, read_z, accs: list, guards: list 
     loop = Loop(g, G, "vector", tuple(body), reduce=(("add", ("Z",) + tuple(accs)),),
                 note=f"Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for {len(accs)} outputs per gang, "
                      "lanes over the partials g")
-    return pre + tuple(Let(a, Const(0.0)) for a in accs) + (loop,)
+    return first + tuple(Let(a, Const(0.0)) for a in accs) + (loop,)

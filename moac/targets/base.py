@@ -50,12 +50,21 @@ class Target:
     gang_memory: bool = False          # buffers placed "gang" live in on-chip memory of the gang's block
     tensor_tiles: bool = False         # it prints a TensorTile's tile instructions (mma.sync, bf16 operands);
                                        # without, a gang runs the tile's lane passes
+    last_gang: bool = False            # it prints a LastGang (an atomic counter per frame, memory fences): the
+                                       # last gang of a frame folds its partials, no separate combine kernel
+    tile_min_chunk: int = 0            # the fewest tokens per chunk where a kernel has tiles (0: MIN_CHUNK)
     tile_gangs: int = 0                # the gang count the chunk choice aims for where a kernel has tiles
                                        # (0: `gangs`)
     scan_gangs: bool = False           # a gang may find its work by a short scan (a ragged batch's chunks
                                        # enumerated densely, plans/split_k._dense_chunks): cheap on CUDA
                                        # blocks; GCC's OpenACC ran the ragged kernel at 54 % of the dense
                                        # one with it, 67 % without (H200); host threads split gangs statically
+
+    def chunk_floor(self, tiled: bool) -> int:
+        """The fewest tokens per split-K chunk (`tiled`: the schedule has tensor-core tiles,
+        which this target prints)."""
+        from ..schedule.choices import MIN_CHUNK       # (moac.schedule imports the targets)
+        return self.tile_min_chunk if tiled and self.tensor_tiles and self.tile_min_chunk else MIN_CHUNK
 
     def gang_target(self, tiled: bool) -> int:
         """About how many gangs the split-K chunk choice aims for (`tiled`: the schedule has

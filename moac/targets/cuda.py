@@ -29,10 +29,17 @@ TARGET = Target(
     gangs_per_block=int(os.environ.get("MOAC_CUDA_WARPS", "1")),
     gang_memory=True,                  # __shared__
     scan_gangs=True,
+    last_gang=True,                    # atomicAdd and __threadfence: the split-K combine in the partials kernel
     tensor_tiles=int("".join(c for c in ARCH[3:] if c.isdigit()) or 0) >= 80,   # mma.sync with bf16: sm_80 on
     # the gang count for kernels with tensor-core tiles, for experiments (0: `gangs`).  1024 (about
     # one wave of their 8 blocks per multiprocessor) measured faster for single-sequence GQA and
     # slower for a ragged batch (docs/benchmarks.md), so the tiles keep the 4096 of the others
     tile_gangs=int(os.environ.get("MOAC_CUDA_TILE_GANGS", "0")),
+    # chunks of at least 128 tokens (8 tile steps) for tile kernels: where the gang target gave
+    # fewer (single-sequence GQA, small batches: 16 … 64 tokens, a few tile steps a gang and
+    # hundreds of partials a frame), 128 measured faster in every case tried on the H200, 256
+    # faster still at n = 32768 but slower at n = 4096 … 8192 (docs/benchmarks.md, 2026-12-02
+    # evening); MOAC_CUDA_TILE_MIN_CHUNK sets another floor, for experiments
+    tile_min_chunk=int(os.environ.get("MOAC_CUDA_TILE_MIN_CHUNK", "128")),
     offload={"nvptx": _FLAGS},
 )

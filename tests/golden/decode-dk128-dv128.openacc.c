@@ -97,6 +97,8 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
         return 2;
     if ((uintptr_t)q_ % 8 != 0)     /* read in packed 8-byte words */
         return 2;
+    if ((uintptr_t)workspace % 8 != 0)     /* read in packed 8-byte words */
+        return 2;
     int64_t chunk = moac_chunk(n_, 1);
     size_t ws_bytes = moac_decode_workspace_bytes(n_);
     char *ws = workspace;
@@ -291,16 +293,28 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
                 float o7 = 0.0f;
                 #pragma acc loop vector reduction(+:Z, o0, o1, o2, o3, o4, o5, o6, o7)
                 for (int32_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+                    uint64_t ow0w = moac_word(moac_o_part, 4 * db + 64 * g);
+                    float ow0 = moac_bits_to_f32((uint32_t)ow0w);
+                    float ow1 = moac_bits_to_f32((uint32_t)(ow0w >> 32));
+                    uint64_t ow2w = moac_word(moac_o_part, 4 * db + 64 * g + 1);
+                    float ow2 = moac_bits_to_f32((uint32_t)ow2w);
+                    float ow3 = moac_bits_to_f32((uint32_t)(ow2w >> 32));
+                    uint64_t ow4w = moac_word(moac_o_part, 4 * db + 64 * g + 2);
+                    float ow4 = moac_bits_to_f32((uint32_t)ow4w);
+                    float ow5 = moac_bits_to_f32((uint32_t)(ow4w >> 32));
+                    uint64_t ow6w = moac_word(moac_o_part, 4 * db + 64 * g + 3);
+                    float ow6 = moac_bits_to_f32((uint32_t)ow6w);
+                    float ow7 = moac_bits_to_f32((uint32_t)(ow6w >> 32));
                     float e = moac_expf(moac_m_part[g] - M);
                     Z = Z + e * moac_z_part[g];
-                    o0 = o0 + e * moac_o_part[g * 128 + 8 * db];
-                    o1 = o1 + e * moac_o_part[g * 128 + (8 * db + 1)];
-                    o2 = o2 + e * moac_o_part[g * 128 + (8 * db + 2)];
-                    o3 = o3 + e * moac_o_part[g * 128 + (8 * db + 3)];
-                    o4 = o4 + e * moac_o_part[g * 128 + (8 * db + 4)];
-                    o5 = o5 + e * moac_o_part[g * 128 + (8 * db + 5)];
-                    o6 = o6 + e * moac_o_part[g * 128 + (8 * db + 6)];
-                    o7 = o7 + e * moac_o_part[g * 128 + (8 * db + 7)];
+                    o0 = o0 + e * ow0;
+                    o1 = o1 + e * ow1;
+                    o2 = o2 + e * ow2;
+                    o3 = o3 + e * ow3;
+                    o4 = o4 + e * ow4;
+                    o5 = o5 + e * ow5;
+                    o6 = o6 + e * ow6;
+                    o7 = o7 + e * ow7;
                 }
                 out_[8 * db] = Z != 0.0f ? o0 / Z : 0.0f;
                 out_[8 * db + 1] = Z != 0.0f ? o1 / Z : 0.0f;
@@ -477,16 +491,28 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
             float o7 = 0.0f;
             #pragma acc loop vector reduction(+:Z, o0, o1, o2, o3, o4, o5, o6, o7)
             for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
+                uint64_t ow0w = moac_word(moac_o_part, 4 * db + 64 * g);
+                float ow0 = moac_bits_to_f32((uint32_t)ow0w);
+                float ow1 = moac_bits_to_f32((uint32_t)(ow0w >> 32));
+                uint64_t ow2w = moac_word(moac_o_part, 4 * db + 64 * g + 1);
+                float ow2 = moac_bits_to_f32((uint32_t)ow2w);
+                float ow3 = moac_bits_to_f32((uint32_t)(ow2w >> 32));
+                uint64_t ow4w = moac_word(moac_o_part, 4 * db + 64 * g + 2);
+                float ow4 = moac_bits_to_f32((uint32_t)ow4w);
+                float ow5 = moac_bits_to_f32((uint32_t)(ow4w >> 32));
+                uint64_t ow6w = moac_word(moac_o_part, 4 * db + 64 * g + 3);
+                float ow6 = moac_bits_to_f32((uint32_t)ow6w);
+                float ow7 = moac_bits_to_f32((uint32_t)(ow6w >> 32));
                 float e = moac_expf(moac_m_part[g] - M);
                 Z = Z + e * moac_z_part[g];
-                o0 = o0 + e * moac_o_part[g * 128 + 8 * db];
-                o1 = o1 + e * moac_o_part[g * 128 + (8 * db + 1)];
-                o2 = o2 + e * moac_o_part[g * 128 + (8 * db + 2)];
-                o3 = o3 + e * moac_o_part[g * 128 + (8 * db + 3)];
-                o4 = o4 + e * moac_o_part[g * 128 + (8 * db + 4)];
-                o5 = o5 + e * moac_o_part[g * 128 + (8 * db + 5)];
-                o6 = o6 + e * moac_o_part[g * 128 + (8 * db + 6)];
-                o7 = o7 + e * moac_o_part[g * 128 + (8 * db + 7)];
+                o0 = o0 + e * ow0;
+                o1 = o1 + e * ow1;
+                o2 = o2 + e * ow2;
+                o3 = o3 + e * ow3;
+                o4 = o4 + e * ow4;
+                o5 = o5 + e * ow5;
+                o6 = o6 + e * ow6;
+                o7 = o7 + e * ow7;
             }
             out_[8 * db] = Z != 0.0f ? o0 / Z : 0.0f;
             out_[8 * db + 1] = Z != 0.0f ? o1 / Z : 0.0f;

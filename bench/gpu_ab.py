@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""A/B timing of CUDA bundles on the GPU machine, the variants of a case alternating, so
+that the drift of the machine between measurements (3–10 % from one bench/gpu_run.py run
+to the next on the H200) falls on every variant alike.
+
+    python3 bench/gpu_ab.py SPEC.json OUT.json ROUNDS REPS
+
+SPEC.json: [{"name": ..., "sizes": {...}, "variants": [[label, manifest path relative to
+SPEC.json], ...]}, ...].  Per round, each variant's kernel time (PyTorch profiler over REPS
+prepared calls) and CUDA-graph replay time (CUDA events over REPS replays); printed and
+written: per variant the median and the minimum over the rounds, and the largest
+difference of its output from the first variant's on the same seeded inputs (float64
+errors: bench/gpu_run.py).  CUDA bundles only (an OpenACC bundle must be loaded before
+torch)."""
+import json, statistics, sys
+from pathlib import Path
+
+import gpu_runtime  # noqa: F401  (puts the repository's moac on sys.path)
+from moac.gpu import load_bundle
+from moac.gpu.run import random_inputs, kernel_time
+import torch
+
+def main():
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    rounds, reps = int(sys.argv[3]), int(sys.argv[4])
+    allres = {}
+    for case in spec:
+        sizes = case["sizes"]
+        ks = [(v, load_bundle(Path(sys.argv[1]).parent / m)) for v, m in case["variants"]]
+        inputs, _ = random_inputs(ks[0][1], sizes, torch, 0)
+        launches, outs, graphs = [], [], []
+        for v, k in ks:
+            _, o = random_inputs(k, sizes, torch, 0)
+            L = k.prepare(out=o, **inputs, **sizes)
+            L(); torch.cuda.synchronize()
+            outs.append(next(iter(o.values())).clone())
+            g = torch.cuda.CUDAGraph(); side = torch.cuda.Stream(); side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                L(); torch.cuda.synchronize()
+                with torch.cuda.graph(g, stream=side):
+                    L()
+            g.replay(); torch.cuda.synchronize()
+            launches.append((v, k, L)); graphs.append(g)
+        res = {v: {"kernel_us": [], "graph_us": []} for v, _ in case["variants"]}
+        for r in range(rounds):
+            for (v, k, L), g in zip(launches, graphs):
+                res[v]["kernel_us"].append(kernel_time(L, lambda name: k.manifest.function in name, torch, reps) * 1e6)
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                for _ in range(3): g.replay()
+                e0.record()
+                for _ in range(reps): g.replay()
+                e1.record(); e1.synchronize()
+                res[v]["graph_us"].append(e0.elapsed_time(e1) * 1e3 / reps)
+        print(case["name"], sizes)
+        for i, (v, _) in enumerate(case["variants"]):
+            d = (outs[i].double() - outs[0].double()).abs().max().item()
+            x = res[v]
+            x.update(kernel_med=statistics.median(x["kernel_us"]), kernel_min=min(x["kernel_us"]),
+                     graph_med=statistics.median(x["graph_us"]), diff_vs_first=d)
+            print(f"  {v:12} kernel median {x['kernel_med']:7.1f} µs  min {x['kernel_min']:7.1f}  graph-replay median {x['graph_med']:7.1f} µs  max|Δ| vs {case['variants'][0][0]} {d:.1e}", flush=True)
+        allres[case["name"]] = dict(sizes=sizes, results=res)
+    Path(sys.argv[2]).write_text(json.dumps(allres, indent=1) + "\n")
+
+main()
