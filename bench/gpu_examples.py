@@ -36,6 +36,7 @@ SIZES = {
     "decode_gqa_fp8_head": dict(B=2, hkv=2, g=3, n=1000, dk=128, dv=128),
     "decode_ragged": dict(B=3, hkv=2, g=3, N=300, dk=33, dv=65),
     "decode_paged": dict(B=3, hkv=2, g=3, P=20, page=7, maxp=5, d=33),
+    "decode_paged_step": dict(B=3, hkv=2, g=3, P=20, page=7, maxp=5, d=33),
 }
 
 # K/V-dtype variants with the sizes a tensor-core tile needs fixed at compile time (g, dk, dv:
