@@ -17,7 +17,8 @@ from .errors import ArgumentError, CheckError, MoacError
 DEFAULT_SIZE = 13     # a prime, so every lifting guard is exercised
 CHECK_BYTES = 8 * 2**30      # the most random input moac check draws (float64 bytes)
 EPS = {"float": float(np.finfo(np.float32).eps), "double": float(np.finfo(np.float64).eps)}
-ROUNDING = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11}   # half an ulp, relative: a stored output's rounding to nearest
+# half an ulp, relative: a stored output's (or an updated input's) rounding to nearest in its storage
+ROUNDING = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11, "f8e4m3": 2.0 ** -4, "f8e5m2": 2.0 ** -3}
 
 
 def random_inputs(prog, sizes: dict, seed: int = 0) -> tuple[dict, dict]:
@@ -108,9 +109,11 @@ def check_command(prog, args, sizes: dict) -> int:
     where_run = " (run on this CPU: in-process builds of a device target disable offloading)" \
         if get_target(args.target).device_entry and get_target(args.target).host_only_flags else ""
     results, ok_all = [], True
-    for name in list(prog.outputs) + [u for u, _ in prog.core.updates]:
+    updated = [u for u, _ in prog.core.updates]
+    for name in list(prog.outputs) + updated:
         decl = _decl(prog, name)
-        rounding = ROUNDING.get(decl, 0.0) if name in prog.core.output_dtypes else 0.0
+        # the values an update writes into a narrow input are rounded to its storage, as a declared output's are
+        rounding = ROUNDING.get(decl, 0.0) if name in prog.core.output_dtypes or name in updated else 0.0
         max_abs, max_rel, ok, where, bound = compare(name, dtypes.as_float64(decl, got[name]), ref[name],
                                                      tol + rounding)
         results.append({"name": name, "max_abs_error": _finite(max_abs), "max_rel_error": _finite(max_rel),
