@@ -225,6 +225,7 @@ class _Freezer:
         self.helpers: set = set()     # helpers beyond the standard ones the C uses
         self.aligned: set = set()     # arrays read in packed words
         self.aligned16: set = set()   # arrays read in 16-byte words (tensor-core tiles)
+        self.skipped: set = set()     # scratch buffers only a statement the target skips uses (LastGang counters)
 
     def _at(self, buf, idx):
         """An access's offset: into the whole buffer, or into the gang's tile where the target
@@ -350,6 +351,7 @@ class _Freezer:
                 return cir.LastGang(mangle(st.counter), gamma_c(st.index, buf.shape), freeze(st.count),
                                     freeze_cond(st.when), freeze(buf.size), self.stmts(st.body, arrays), st.note)
             case LastGang():              # the target runs the separate combine kernel instead
+                self.skipped.add(st.counter)  # and needs no counter
                 return []
             case TensorTile() if self.t.tensor_tiles:
                 return self.tile(st)
@@ -498,7 +500,7 @@ def to_cunit(s: Schedule, counts, target, index_bits: int = 64) -> CUnit:
     kernels32 = _kernels(s, target, 32)[0] if bits == 0 else ()
     on_chip = {b.name for b in s.buffers if b.placement == "gang" and target.gang_memory}
     scratch = tuple(Scratch(mangle(b.name), cir.expr(freeze(b.size))) for b in s.buffers
-                    if b.role == "scratch" and b.name not in on_chip)
+                    if b.role == "scratch" and b.name not in on_chip and b.name not in f.skipped)
     shared = tuple(Scratch(mangle(b.name), cir.expr(freeze(b.tile_size))) for b in s.buffers if b.name in on_chip)
     prologue = tuple(cir.Decl("int64_t", var_name(c.var), cir.Call(c.rule, tuple(freeze(a) for a in c.args)))
                      for c in s.choices)
