@@ -246,7 +246,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
             idx = tuple(frame) + (g,) + tuple(rest[:-1]) + (d,)
             return lambda gx: Read("@o_part", tuple(sp.sympify(i).xreplace({g: gx}) for i in idx),
                                    tuple(frame) + (g,) + tuple(rest))
-        if not guarded and ctx.dtype == "f32" and R % 2 == 0:
+        if not guarded and ctx.dtype == "f32" and R % 2 == 0 and opts.pack != "none":
             # a partial's R outputs are adjacent in o_part: one packed load of R/2 8-byte words per
             # lane instead of R loads of 4 bytes (each load of the lanes, one partial each, touches
             # 32 rows of o_part; measured on the H200, the combine took 12.5 → 8.1 µs at 512 partials)
