@@ -19,7 +19,7 @@ from ..dtypes import BYTES, CTYPE, OUTPUT_STORAGE, WIDENED
 from ..front.data import INDEX_DTYPES
 from ..schedule.index import gamma
 from ..schedule.ir import (Const, Guard, IndexValue, LastGang, Let, LetIndex, Local, Loop, Op, Read, Schedule, Scope,
-                           Select, Serial, Set, Store, TensorTile, Unpack, expr_reads, Prefetch)
+                           Select, Serial, Set, Store, TensorTile, Unpack, expr_reads, index_values, Prefetch)
 from ..schedule.packing import WORD, word_bytes
 
 PAIRED = ("f8e4m3", "f8e5m2")   # unpacked in pairs: a GPU converts two fp8 to two f16 in one instruction
@@ -160,16 +160,6 @@ def freeze_cond(c) -> object:
     raise RewriteError(f"cannot generate C for the condition {c}")
 
 
-def _negate(c):
-    """¬c for a conjunction or disjunction of relations, as relations (De Morgan)."""
-    c = sp.sympify(c)
-    if isinstance(c, sp.And):
-        return sp.Or(*(_negate(a) for a in c.args), evaluate=False)
-    if isinstance(c, sp.Or):
-        return sp.And(*(_negate(a) for a in c.args), evaluate=False)
-    return c.negated
-
-
 def var_name(v) -> str:
     """A loop or index variable in C: moac's own (sympy Dummy) as they are, the DNF's mangled."""
     return v.name if isinstance(v, sp.Dummy) else mangle(v.name)
@@ -225,6 +215,7 @@ class _Freezer:
         self.helpers: set = set()     # helpers beyond the standard ones the C uses
         self.aligned: set = set()     # arrays read in packed words
         self.aligned16: set = set()   # arrays read in 16-byte words (tensor-core tiles)
+        self.skipped: set = set()     # scratch buffers only a statement the target skips uses (LastGang counters)
 
     def _at(self, buf, idx):
         """An access's offset: into the whole buffer, or into the gang's tile where the target
@@ -289,8 +280,7 @@ class _Freezer:
         storage widened: 4 bf16/f16 or 8 one-byte elements per 8-byte word, 4 one-byte
         elements per 4-byte word; f32 by its bits)."""
         buf = self.bufs[st.array]
-        # scratch starts at a multiple of 256 bytes of the workspace: the workspace is checked
-        self.aligned.add(mangle(st.array) if buf.role != "scratch" else "workspace")
+        self.aligned.add(mangle(st.array) if buf.role != "scratch" else "workspace")   # scratch: 256-byte offsets
         esize = BYTES[buf.dtype]
         wb = word_bytes(st.width, esize)                 # 8-byte words, or one 4-byte word
         per = wb // esize
@@ -346,11 +336,11 @@ class _Freezer:
             case Serial(body=b):
                 return cir.Block(self.stmts(b, arrays), self.t.serial_pragma(arrays), level="serial")
             case LastGang() if self.t.last_gang:
-                buf = self.bufs[st.counter]
-                return cir.LastGang(mangle(st.counter), gamma_c(st.index, buf.shape), freeze(st.count),
-                                    freeze_cond(st.when), freeze(buf.size), self.stmts(st.body, arrays), st.note)
-            case LastGang():              # the target runs the separate combine kernel instead
-                return []
+                b = self.bufs[st.counter]
+                return cir.LastGang(mangle(st.counter), gamma_c(st.index, b.shape), freeze(st.count), freeze_cond(st.when),
+                                    freeze(b.size), self.stmts(st.body, arrays), st.note)
+            case LastGang():              # the target runs the combine kernel instead, with no counter
+                return self.skipped.add(st.counter) or []
             case TensorTile() if self.t.tensor_tiles:
                 return self.tile(st)
             case Scope(body=b):           # a TensorTile included: its lane passes, where tiles are not printed
@@ -415,7 +405,7 @@ def _arrays(body, out: set) -> set:
             out.add(r.array)
             idx(r.index)
         if v is not None:
-            for x in _index_values(v):
+            for x in index_values(v):
                 out.update(data_arrays(x))
     for st in body:
         match st:
@@ -442,23 +432,6 @@ def _arrays(body, out: set) -> set:
     return out
 
 
-def _index_values(v) -> list:
-    """The integer expressions used as values inside a scalar expression."""
-    found = []
-
-    def walk(x):
-        if isinstance(x, IndexValue):
-            found.append(x.expr)
-        elif dataclasses.is_dataclass(x):
-            for f in dataclasses.fields(x):
-                y = getattr(x, f.name)
-                for z in (y if isinstance(y, tuple) else (y,)):
-                    if dataclasses.is_dataclass(z):
-                        walk(z)
-    walk(v)
-    return found
-
-
 def index_width(s: Schedule, target, index_bits: int) -> int:
     """The index width a unit is built with: 32 or 64 as asked; for 0 (auto) 32 where the
     fixed sizes prove every buffer has fewer than 2^31 elements, 64 where they prove the
@@ -478,8 +451,8 @@ def _kernels(s: Schedule, target, bits: int) -> tuple:
     for k in s.kernels:
         arrays = tuple(mangle(a) for a in sorted(_arrays(k.body, set())))
         code = f.stmts(k.body, arrays)
-        if k.folded is not None and target.last_gang:      # another kernel's last gangs fold where it holds
-            code = (cir.If(freeze_cond(_negate(k.folded)), code),)
+        if k.unfolded is not None and target.last_gang:    # another kernel's last gangs fold where it fails
+            code = (cir.If(freeze_cond(k.unfolded), code),)
         kernels.append(CKernel(k.name, k.comment, _narrow_calls(code) if bits == 32 else code, arrays))
     if target.lower is not None:
         kernels = target.lower(kernels)
@@ -498,7 +471,7 @@ def to_cunit(s: Schedule, counts, target, index_bits: int = 64) -> CUnit:
     kernels32 = _kernels(s, target, 32)[0] if bits == 0 else ()
     on_chip = {b.name for b in s.buffers if b.placement == "gang" and target.gang_memory}
     scratch = tuple(Scratch(mangle(b.name), cir.expr(freeze(b.size))) for b in s.buffers
-                    if b.role == "scratch" and b.name not in on_chip)
+                    if b.role == "scratch" and b.name not in on_chip and b.name not in f.skipped)
     shared = tuple(Scratch(mangle(b.name), cir.expr(freeze(b.tile_size))) for b in s.buffers if b.name in on_chip)
     prologue = tuple(cir.Decl("int64_t", var_name(c.var), cir.Call(c.rule, tuple(freeze(a) for a in c.args)))
                      for c in s.choices)

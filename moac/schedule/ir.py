@@ -16,6 +16,7 @@ Counts (traffic, flops, coalescing) are pure functions of this tree (moac.schedu
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import sympy as sp
@@ -79,6 +80,23 @@ def expr_reads(e, out: list) -> list:
             for x in (t, a, b):
                 expr_reads(x, out)
     return out
+
+
+def index_values(v) -> list:
+    """The integer expressions used as values inside a scalar expression."""
+    found = []
+
+    def walk(x):
+        if isinstance(x, IndexValue):
+            found.append(x.expr)
+        elif dataclasses.is_dataclass(x):
+            for f in dataclasses.fields(x):
+                y = getattr(x, f.name)
+                for z in (y if isinstance(y, tuple) else (y,)):
+                    if dataclasses.is_dataclass(z):
+                        walk(z)
+    walk(v)
+    return found
 
 
 # --------------------------------------------------------------------------- statements
@@ -193,6 +211,7 @@ class LastGang:
     kernel: str
     body: tuple
     note: str = ""
+    otherwise: object = None   # ¬when, as relations (the condition `kernel` carries: Kernel.unfolded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,8 +323,8 @@ class Kernel:
     comment: str
     domain: tuple        # (DNF variable, extent): the iteration space the kernel enumerates
     body: tuple          # one parallel region (a gang loop nest) or a Serial region
-    folded: object = None  # a condition under which another kernel's LastGang folds this one's work:
-                           # targets that print LastGang launch this kernel only where it fails
+    unfolded: object = None  # where another kernel's LastGang folds this one's work, the condition
+                             # under which it does not: targets that print LastGang launch this only there
 
 
 @dataclass(frozen=True, slots=True)

@@ -246,7 +246,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
             idx = tuple(frame) + (g,) + tuple(rest[:-1]) + (d,)
             return lambda gx: Read("@o_part", tuple(sp.sympify(i).xreplace({g: gx}) for i in idx),
                                    tuple(frame) + (g,) + tuple(rest))
-        if not guarded and ctx.dtype == "f32" and R % 2 == 0:
+        if not guarded and ctx.dtype == "f32" and R % 2 == 0 and opts.pack != "none":
             # a partial's R outputs are adjacent in o_part: one packed load of R/2 8-byte words per
             # lane instead of R loads of 4 bytes (each load of the lanes, one partial each, touches
             # 32 rows of o_part; measured on the H200, the combine took 12.5 → 8.1 µs at 512 partials)
@@ -283,7 +283,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
                               + "".join(f", {r.name}" for r in at.rows)
                               + ("" if isinstance(lastg, str) else " (on targets whose partials kernel folds its "
                                  "frames: only where it does not)"),
-                              domain2, nest2, None if isinstance(lastg, str) else lastg.when))
+                              domain2, nest2, None if isinstance(lastg, str) else lastg.otherwise))
 
 
 def _last_gang_fold(ctx, at: SoftmaxContraction, Nd, N, gang_frame, gang_ext, members, frame, rest, rest_ext, G2,
@@ -351,6 +351,8 @@ def _last_gang_fold(ctx, at: SoftmaxContraction, Nd, N, gang_frame, gang_ext, me
              + tuple(stores),
              note=f"lanes over the output axis: {rest[0].name} = {VECTOR}·k + v, k < {R} (coalesced reads of o_part)"))
     when = sp.And(sp.GreaterThan(G2, 1), sp.LessThan(G2, FOLD_MAX), sp.GreaterThan(frames, FOLD_MIN_FRAMES))
+    otherwise = sp.Or(sp.StrictLessThan(frames, FOLD_MIN_FRAMES), sp.StrictGreaterThan(G2, FOLD_MAX),
+                      sp.StrictLessThan(G2, 1), evaluate=False)      # ¬when, as relations C prints
     ctx.notes.append(f"combine placement: on targets with device-wide atomics and fences (cuda) the last gang of a "
                      f"frame to store its partial folds the frame's partials where {fmt_index(G2)} ≤ {FOLD_MAX} and the "
                      f"frames number at least {FOLD_MIN_FRAMES} (the "
@@ -360,7 +362,7 @@ def _last_gang_fold(ctx, at: SoftmaxContraction, Nd, N, gang_frame, gang_ext, me
     return LastGang("@done", ctr_idx, G2, when, f"k{k2}_combine", body,
                     note=f"the last of the frame's {fmt_index(G2)} gangs folds its partials where "
                          f"{fmt_index(G2)} ≤ {FOLD_MAX} and {fmt_index(frames)} ≥ {FOLD_MIN_FRAMES}: {M} heads × {dv} "
-                         f"outputs, lanes over {rest[0].name}")
+                         f"outputs, lanes over {rest[0].name}", otherwise=otherwise)
 
 
 def over_z(o):
