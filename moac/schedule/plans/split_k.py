@@ -202,7 +202,8 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     lastg = _last_gang_fold(ctx, at, Nd, N, gang_frame, gang_ext, members, frame, rest, rest_ext, G2,
                             len(ctx.kernels) + 2)
     if isinstance(lastg, str):
-        ctx.notes.append(f"combine: a kernel of its own on every target ({lastg})")
+        if lastg.startswith("fewer frames"):        # a fold that only the frame count declines
+            ctx.notes.append(f"combine: a kernel of its own on every target ({lastg})")
     else:
         gang_body += (lastg,)
     if Nd is not N:                 # a chunk at or past the data extent: no tokens, no partial
