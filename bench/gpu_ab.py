@@ -10,8 +10,10 @@ SPEC.json], ...]}, ...].  Per round, each variant's kernel time (PyTorch profile
 prepared calls) and CUDA-graph replay time (CUDA events over REPS replays); printed and
 written: per variant the median and the minimum over the rounds, and the largest
 difference of its output from the first variant's on the same seeded inputs (float64
-errors: bench/gpu_run.py).  CUDA bundles only (an OpenACC bundle must be loaded before
-torch)."""
+errors: bench/gpu_run.py).  A case may name an SDPA shape, "sdpa": [B, hq, hkv, n, d]: then
+PyTorch's scaled_dot_product_attention in bf16 on that shape is timed in the same rounds
+(kernel time, all its kernels) and each variant's median is also given as a ratio to it.
+CUDA bundles only (an OpenACC bundle must be loaded before torch)."""
 import json, statistics, sys
 from pathlib import Path
 
@@ -42,7 +44,16 @@ def main():
             g.replay(); torch.cuda.synchronize()
             launches.append((v, k, L)); graphs.append(g)
         res = {v: {"kernel_us": [], "graph_us": []} for v, _ in case["variants"]}
+        sdpa = None
+        if case.get("sdpa"):
+            B, hq, hkv, n, d = case["sdpa"]
+            q = torch.randn(B, hq, 1, d, device="cuda", dtype=torch.bfloat16)
+            kv = [torch.randn(B, hkv, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+            sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(q, *kv, enable_gqa=hq != hkv)  # noqa: E731
+            res["sdpa_bf16"] = {"kernel_us": []}
         for r in range(rounds):
+            if sdpa is not None:
+                res["sdpa_bf16"]["kernel_us"].append(kernel_time(sdpa, lambda name: True, torch, reps) * 1e6)
             for (v, k, L), g in zip(launches, graphs):
                 res[v]["kernel_us"].append(kernel_time(L, lambda name: k.manifest.function in name, torch, reps) * 1e6)
                 e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -57,7 +68,14 @@ def main():
             x = res[v]
             x.update(kernel_med=statistics.median(x["kernel_us"]), kernel_min=min(x["kernel_us"]),
                      graph_med=statistics.median(x["graph_us"]), diff_vs_first=d)
-            print(f"  {v:12} kernel median {x['kernel_med']:7.1f} µs  min {x['kernel_min']:7.1f}  graph-replay median {x['graph_med']:7.1f} µs  max|Δ| vs {case['variants'][0][0]} {d:.1e}", flush=True)
+            if sdpa is not None:
+                x["vs_sdpa_bf16"] = x["kernel_med"] / statistics.median(res["sdpa_bf16"]["kernel_us"])
+            print(f"  {v:12} kernel median {x['kernel_med']:7.1f} µs  min {x['kernel_min']:7.1f}  graph-replay median {x['graph_med']:7.1f} µs  max|Δ| vs {case['variants'][0][0]} {d:.1e}"
+                  + (f"  / SDPA bf16 {x['vs_sdpa_bf16']:.3f}" if sdpa is not None else ""), flush=True)
+        if sdpa is not None:
+            x = res["sdpa_bf16"]
+            x.update(kernel_med=statistics.median(x["kernel_us"]), kernel_min=min(x["kernel_us"]))
+            print(f"  {'sdpa_bf16':12} kernel median {x['kernel_med']:7.1f} µs  min {x['kernel_min']:7.1f}", flush=True)
         allres[case["name"]] = dict(sizes=sizes, results=res)
     Path(sys.argv[2]).write_text(json.dumps(allres, indent=1) + "\n")
 

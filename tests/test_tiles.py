@@ -72,7 +72,9 @@ def test_only_cuda_prints_tile_instructions_the_others_the_lane_passes(tmp_path)
     prog = moac.load(bf16("decode_gqa_batched", tmp_path))
     cu = prog.c_source(target="cuda", sizes=GQA)
     assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in cu
-    assert cu.count("moac_tile_load(moac_t") == 6          # the first step and two per loop, both index widths
+    # bf16 at d = 128: the next step waits in a shared stage (the first step's copies and one per
+    # step, both index widths); the 8-bit and d = 64 tiles load into registers (the tests below)
+    assert cu.count("moac_tile_copy<") == 4 and cu.count("moac_tile_read(moac_ta") == 2
     assert "if ((uintptr_t)K_ % 16 != 0)" in cu and "if ((uintptr_t)Q_ % 16 != 0)" in cu
     for target in ("openacc", "openmp", "c"):
         src = prog.c_source(target=target, sizes=GQA)
@@ -158,6 +160,46 @@ def test_the_printed_tile_binds_row_token_and_score():
             "moac_z + (moac_row), moac_o + (moac_row * 64));") in lines
 
 
+def _tile(dk: int, dv: int, storage: str, monkeypatch) -> str:
+    monkeypatch.delenv("MOAC_CUDA_TILE_STAGES", raising=False)
+    t = cir.Tile("m16n8k16 bf16 → f32", 4, dk, dv, "Q_", "K_", "V_", ("moac_m", "moac_z", "moac_o"),
+                 cir.Bin("*", cir.Var("moac_row"), cir.Int(dk)), cir.Bin("*", cir.Var("moac_tok"), cir.Int(dk)),
+                 cir.Bin("*", cir.Var("moac_tok"), cir.Int(dv)), cir.Var("t0"), cir.Var("cn"),
+                 cir.Var("moac_sv"), "moac_row", "l_", cir.Var("moac_row"), cir.Var("moac_row"),
+                 cir.Bin("*", cir.Var("moac_row"), cir.Int(dv)), storage)
+    return tiles.render(t, "int32_t")
+
+
+@pytest.mark.parametrize("dk, dv, storage, staged", [(128, 128, "bf16", True), (128, 128, "f16", True), (128, 64, "f16", False),
+                                                     (64, 64, "bf16", False), (128, 128, "f8e4m3", False)])
+def test_steps_wait_in_shared_memory_where_two_in_registers_would_take_over_96(dk, dv, storage, staged, monkeypatch):
+    """A step's words take 2·dk/32 + 4·dv/64 registers times 2 (16-bit storage) or 1 (8-bit) in
+    a lane; where two steps take more than BUFFER_REGISTERS, the next step waits in a shared
+    stage (cp.async) instead of registers."""
+    regs = (2 * dk // 32 + 4 * dv // 64) * (4 if storage in ("bf16", "f16") else 2)
+    t = cir.Tile("", 4, dk, dv, "Q_", "K_", "V_", ("m", "z", "o"), 0, 0, 0, 0, 0, 0, "r", "l", 0, 0, 0, storage)
+    assert tiles.step_registers(t) == regs and (2 * regs > tiles.BUFFER_REGISTERS) == staged
+    lines = [ln.strip() for ln in _tile(dk, dv, storage, monkeypatch).splitlines()]
+    st = tiles.ST[storage]
+    if staged:
+        assert f"__shared__ __align__(16) unsigned char moac_stage[2][moac_stage_geom<{dk}, {dv}, {st}>::BYTES];" \
+               "   /* this warp's 2 stages */" in lines
+        assert lines.count("moac_cp_commit();") == 2 and "moac_cp_wait<1>();" in lines
+        assert "moac_tile_read(moac_ta, moac_stage[moac_si], moac_tr, moac_tc);" in lines
+        # a row of the copy: the chunk's token (clamped to its last) through the program's offset
+        assert "[&](int moac_t) { const int32_t moac_tok = moac_t0 + min((int32_t)(0 + moac_t), moac_tn - 1); " \
+               f"return K_ + (moac_tok * {dk}); }}," in lines
+        assert "moac_tile_load(" not in "\n".join(lines)
+    else:
+        assert f"moac_kv_tile<{dk}, {dv}, {st}> moac_ta, moac_tb;" in lines and "moac_stage" not in "\n".join(lines)
+
+
+def test_experiments_may_set_the_stages(monkeypatch):
+    monkeypatch.setenv("MOAC_CUDA_TILE_STAGES", "3")
+    t = cir.Tile("", 4, 64, 64, "Q_", "K_", "V_", ("m", "z", "o"), 0, 0, 0, 0, 0, 0, "r", "l", 0, 0, 0, "f8e4m3")
+    assert tiles.stages(t) == 3
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
 def test_the_tiled_cuda_compiles_with_nvcc_without_spilling(tmp_path):
     src = moac.load(bf16("decode_gqa_batched", tmp_path)).c_source(target="cuda", sizes=GQA)
@@ -172,17 +214,24 @@ def test_the_tiled_cuda_compiles_with_nvcc_without_spilling(tmp_path):
 
 
 def test_the_gang_target_of_tile_kernels_is_target_data(tmp_path, monkeypatch):
-    """cuda's chunk choice aims for Target.tile_gangs where the kernels have tiles and it is set
-    (an experiment: MOAC_CUDA_TILE_GANGS), for Target.gangs elsewhere."""
+    """cuda's chunk choice aims for Target.tile_gangs where the kernels have tiles whose chunks
+    all hold the same tokens (MOAC_CUDA_TILE_GANGS sets another count), for Target.gangs elsewhere."""
     import dataclasses
     from moac.targets import get_target
     cu = get_target("cuda")
-    assert cu.tile_gangs == 0 and cu.gang_target(True) == cu.gang_target(False) == cu.gangs
-    one_wave = dataclasses.replace(cu, tile_gangs=1024)
-    assert one_wave.gang_target(True) == 1024 and one_wave.gang_target(False) == cu.gangs
+    # about one wave of the tile kernels' one-warp blocks (8 a multiprocessor, 132 of them on an H200)
+    assert cu.tile_gangs == 1024 and cu.gang_target(True) == 1024 and cu.gang_target(False) == cu.gangs == 4096
+    assert dataclasses.replace(cu, tile_gangs=0).gang_target(True) == cu.gangs
     assert dataclasses.replace(get_target("openacc"), tile_gangs=1024).gang_target(True) == get_target("openacc").gangs
     tiled = moac.load(bf16("decode_gqa_batched", tmp_path)).c_source(target="cuda", sizes=GQA)
-    assert f"about {cu.gangs} gangs in all" in tiled
+    assert "about 1024 gangs in all" in tiled
+    plain = moac.load(bf16("decode_mha", tmp_path)).c_source(target="cuda", sizes=dict(dk=128, dv=128))
+    assert "about 4096 gangs in all" in plain
+    # a ragged batch's chunks hold any number of tokens: one wave would leave them unbalanced
+    ragged = moac.load(bf16("decode_ragged", tmp_path))
+    assert not ragged.onf(target="cuda", sizes=GQA).schedule.even_tiles
+    assert moac.load(bf16("decode_gqa_batched", tmp_path)).onf(target="cuda", sizes=GQA).schedule.even_tiles
+    assert "about 4096 gangs in all" in ragged.c_source(target="cuda", sizes=GQA)
 
 
 @pytest.mark.parametrize("page, blocked", [(16, True), (64, True), (8, False), (None, False)])

@@ -351,6 +351,8 @@ class _Freezer:
 
     def tile(self, st: TensorTile) -> cir.Tile:
         self.helpers.add("moac_tile")
+        if st.even:
+            self.helpers.add("moac_tile_even")
         self.aligned16.update(mangle(a) for a in (st.q, st.k, st.v))
         m, z, o = (mangle(p) for p in st.parts)
         return cir.Tile(st.shape, st.rows, st.dk, st.dv, mangle(st.q), mangle(st.k), mangle(st.v), (m, z, o),

@@ -8,6 +8,8 @@ tiles; the next 16 tokens' loads are issued before this step's tiles (two regist
 buffers).  No sympy here."""
 from __future__ import annotations
 
+import os
+
 from . import cir
 
 HELPERS = r"""/* tensor-core tiles of the split-K partials (moac.schedule.plans.tiles): mma.sync m16n8k16 with
@@ -88,6 +90,70 @@ static __device__ __forceinline__ void moac_tile_load(moac_kv_tile<DK, DV, ST> &
     for (int i = 0; i < 4; ++i)
 #pragma unroll
         for (int h = 0; h < DV / 64; ++h) t.v[i][h] = __ldg(reinterpret_cast<const W *>(v[i] + 64 * h + 8 * r));
+}
+/* the steps of a warp staged in shared memory (cp.async, 16-byte granules, consecutive lanes on
+ * consecutive granules of a step's rows: whole 128-byte lines a request) instead of register
+ * buffers.  A stage holds 16 K rows, then 16 V rows, of W-words (8 elements); word x of K row t
+ * is kept at x ^ 4 (t mod 32/sizeof W) and of V row t at x ^ (32/sizeof W) ((t >> 1) mod 4),
+ * within aligned blocks of the largest power of two dividing the row's words, so that the lanes of
+ * one phase of moac_tile_read fall in distinct banks */
+template <int DK, int DV, int ST> struct moac_stage_geom {
+    typedef typename moac_tile_word<ST>::type W;
+    static constexpr int ES = ST < 2 ? 2 : 1;                                  /* element bytes */
+    static constexpr int KW = DK * ES / (int)sizeof(W), VW = DV * ES / (int)sizeof(W);   /* words a row */
+    static constexpr int KG = DK * ES / 16, VG = DV * ES / 16;                 /* granules a row */
+    static constexpr int BYTES = 16 * (KW + VW) * (int)sizeof(W);
+};
+template <int R> static __device__ __forceinline__ int moac_swz(int x, int phi) { return x ^ (phi & ((R & -R) - 1)); }
+static __device__ __forceinline__ void moac_cp16(void *dst, const void *src)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
+}
+static __device__ __forceinline__ void moac_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> static __device__ __forceinline__ void moac_cp_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
+/* a step's 16 K and 16 V rows into a stage: krow(t), vrow(t) point at row t's first element */
+template <int DK, int DV, int ST, typename KR, typename VR>
+static __device__ __forceinline__ void moac_tile_copy(unsigned char *stage, KR krow, VR vrow, int lane)
+{
+    typedef moac_stage_geom<DK, DV, ST> G;
+    constexpr int WS = sizeof(typename G::W), WG = 16 / WS;
+#pragma unroll
+    for (int i = 0; i < (16 * G::KG + 31) / 32; ++i) {
+        const int g = lane + 32 * i, t = g / G::KG, p = g % G::KG;
+        if (16 * G::KG % 32 == 0 || g < 16 * G::KG)
+            moac_cp16(stage + WS * (t * G::KW + moac_swz<G::KW>(WG * p, 4 * (t % (32 / WS)))),
+                      reinterpret_cast<const unsigned char *>(krow(t)) + 16 * p);
+    }
+    unsigned char *vs = stage + WS * 16 * G::KW;
+#pragma unroll
+    for (int i = 0; i < (16 * G::VG + 31) / 32; ++i) {
+        const int g = lane + 32 * i, t = g / G::VG, p = g % G::VG;
+        if (16 * G::VG % 32 == 0 || g < 16 * G::VG)
+            moac_cp16(vs + WS * (t * G::VW + moac_swz<G::VW>(WG * p, (32 / WS) * ((t >> 1) & 3))),
+                      reinterpret_cast<const unsigned char *>(vrow(t)) + 16 * p);
+    }
+}
+/* a lane's words of a staged step, as moac_tile_load reads them from global memory */
+template <int DK, int DV, int ST>
+static __device__ __forceinline__ void moac_tile_read(moac_kv_tile<DK, DV, ST> &t, const unsigned char *stage, int r, int c)
+{
+    typedef moac_stage_geom<DK, DV, ST> G;
+    typedef typename G::W W;
+    const W *ks = reinterpret_cast<const W *>(stage), *vs = ks + 16 * G::KW;
+#pragma unroll
+    for (int b = 0; b < 2; ++b)
+#pragma unroll
+        for (int s = 0; s < DK / 32; ++s) {
+            const int row = 8 * b + r;
+            t.k[b][s] = ks[row * G::KW + moac_swz<G::KW>(4 * s + c, 4 * (row % (32 / (int)sizeof(W))))];
+        }
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int h = 0; h < DV / 64; ++h) {
+            const int row = 8 * (i / 2) + i % 2 + 2 * c;
+            t.v[i][h] = vs[row * G::VW + moac_swz<G::VW>(8 * h + r, (32 / (int)sizeof(W)) * ((row >> 1) & 3))];
+        }
 }
 /* the lane's query row as two halves q = q_hi + q_lo in the fragments of k-step 2s + h:
  * d = 32 s + 8 c + 4 h + {0, 1 | 2, 3}, row r the high half, row r + 8 the low; 0 past the group */
@@ -191,6 +257,7 @@ static __device__ __forceinline__ void moac_tile_finish(const float (&o)[DV / 8]
 ST = {"bf16": 0, "f16": 1, "f8e4m3": 2, "f8e5m2": 3}      # HELPERS' storage codes
 DECLARED = ("moac_sv", "moac_tok", "moac_blk")          # locals the printed tile declares (besides row and tok)
 ETYPE = {"bf16": "uint16_t", "f16": "uint16_t", "f8e4m3": "uint8_t", "f8e5m2": "uint8_t"}
+ESIZE = {"bf16": 2, "f16": 2, "f8e4m3": 1, "f8e5m2": 1}
 
 
 def _step(t: cir.Tile, buf: str, j: str, itype: str, ctype: str) -> list[str]:
@@ -211,6 +278,29 @@ def _step(t: cir.Tile, buf: str, j: str, itype: str, ctype: str) -> list[str]:
               "    }"]
     L += [f"    moac_tile_pv<{t.dk}, {t.dv}, {st}>({buf}, moac_o, moac_tm, moac_tz, moac_x, moac_w, moac_live);", "}"]
     return L
+
+
+BUFFER_REGISTERS = 96            # a lane's registers for the words of the steps in flight, at most
+
+
+def step_registers(t: cir.Tile) -> int:
+    """The 32-bit registers one step's K and V words take in a lane: 2·dk/32 + 4·dv/64 words of
+    8 elements (16 bytes of bf16 or f16, 8 of an 8-bit storage)."""
+    return (2 * t.dk // 32 + 4 * t.dv // 64) * 2 * ESIZE[t.storage]
+
+
+def stages(t: cir.Tile) -> int:
+    """Where a warp keeps the steps in flight: 0, in registers (two steps' words, the next
+    step's loads issued before this step's tiles) where they fit in BUFFER_REGISTERS; else 2,
+    in shared memory (the next step's copies, cp.async, issued before this step is read from
+    its stage).  Measured on the H200 (docs/benchmarks.md, 2026-12-02, night): bf16 at
+    dk = dv = 128 (64 registers a step: the kernel at 255 registers) ran 1–3 % faster staged,
+    at 210 registers; fp8 (32 a step, 222 registers) 0–19 % slower staged; 3 or 4 stages were
+    no faster than 2.  MOAC_CUDA_TILE_STAGES sets another count, for experiments."""
+    forced = os.environ.get("MOAC_CUDA_TILE_STAGES")
+    if forced is not None:
+        return int(forced)
+    return 0 if 2 * step_registers(t) <= BUFFER_REGISTERS else 2
 
 
 def render(t: cir.Tile, itype: str, ctype: str = "float") -> str:
@@ -248,18 +338,61 @@ def render(t: cir.Tile, itype: str, ctype: str = "float") -> str:
          f"    for (int moac_i = 0; moac_i < {t.dv // 8}; ++moac_i)",
          "        moac_o[moac_i][0] = moac_o[moac_i][1] = moac_o[moac_i][2] = moac_o[moac_i][3] = 0.0f;",
          "    float moac_tm = -INFINITY, moac_tz = 0.0f;",
-         "    if (moac_tn > 0) {",
-         f"        moac_kv_tile<{t.dk}, {t.dv}, {st}> moac_ta, moac_tb;",
-         *ind(load("moac_ta", "0").splitlines(), 2),
-         f"        for ({itype} moac_j = 0; moac_j < moac_tn; moac_j += 32) {{   /* 16 tokens a step, the next step's loads first */",
-         "            if (moac_j + 16 < moac_tn)",
-         *ind(load("moac_tb", "moac_j + 16").splitlines(), 4)]
-    L += ind(_step(t, "moac_ta", "moac_j", itype, ctype), 3)
-    L += ["            if (moac_j + 16 >= moac_tn)", "                break;",
-          "            if (moac_j + 32 < moac_tn)", *ind(load("moac_ta", "moac_j + 32").splitlines(), 4)]
-    L += ind(_step(t, "moac_tb", "moac_j + 16", itype, ctype), 3)
+         "    if (moac_tn > 0) {"]
+    S = stages(t)
+    if S >= 2:
+        L += _staged(t, S, itype, ctype, e, ind)
+    else:
+        L += [f"        moac_kv_tile<{t.dk}, {t.dv}, {st}> moac_ta, moac_tb;",
+              *ind(load("moac_ta", "0").splitlines(), 2),
+              f"        for ({itype} moac_j = 0; moac_j < moac_tn; moac_j += 32) {{   /* 16 tokens a step, the next step's loads first */",
+              "            if (moac_j + 16 < moac_tn)",
+              *ind(load("moac_tb", "moac_j + 16").splitlines(), 4)]
+        L += ind(_step(t, "moac_ta", "moac_j", itype, ctype), 3)
+        L += ["            if (moac_j + 16 >= moac_tn)", "                break;",
+              "            if (moac_j + 32 < moac_tn)", *ind(load("moac_ta", "moac_j + 32").splitlines(), 4)]
+        L += ind(_step(t, "moac_tb", "moac_j + 16", itype, ctype), 3)
     L += ["        }", "    }",
           f"    moac_tile_finish<{t.dv}>(moac_o, moac_tm, moac_tz, moac_live, moac_tc, {m} + ({e(t.m_at)}), "
           f"{z} + ({e(t.z_at)}), {o} + ({e(t.o_at)}));",
           "}"]
     return "\n".join(L)
+
+
+def _staged(t: cir.Tile, S: int, itype: str, ctype: str, e, ind) -> list[str]:
+    """The chunk's steps through S shared-memory stages: the copies of step k + S − 1 issued
+    (cp.async) before step k is read from its stage and computed."""
+    st, et = ST[t.storage], ETYPE[t.storage]
+    geom = f"moac_stage_geom<{t.dk}, {t.dv}, {st}>"
+
+    def copy(stage: str, j: str) -> list[str]:
+        L = ["{"]
+        if t.blocks is not None:
+            (kb, ks), (vb, vs) = t.blocks
+            L += [f"    const {itype} moac_blk = (moac_t0 + {j}) / 16;",
+                  f"    const {et} *moac_kb = {t.k} + ({e(kb)}), *moac_vb = {t.v} + ({e(vb)});",
+                  f"    moac_tile_copy<{t.dk}, {t.dv}, {st}>({stage},",
+                  f"        [&](int moac_t) {{ return moac_kb + (min(({itype})({j} + moac_t), moac_tn - 1) - ({j})) * {ks}; }},",
+                  f"        [&](int moac_t) {{ return moac_vb + (min(({itype})({j} + moac_t), moac_tn - 1) - ({j})) * {vs}; }}, moac_lane);"]
+        else:
+            L += [f"    moac_tile_copy<{t.dk}, {t.dv}, {st}>({stage},",
+                  f"        [&](int moac_t) {{ const {itype} moac_tok = moac_t0 + min(({itype})({j} + moac_t), moac_tn - 1); "
+                  f"return {t.k} + ({e(t.k_at)}); }},",
+                  f"        [&](int moac_t) {{ const {itype} moac_tok = moac_t0 + min(({itype})({j} + moac_t), moac_tn - 1); "
+                  f"return {t.v} + ({e(t.v_at)}); }}, moac_lane);"]
+        return L + ["}"]
+    L = [f"        __shared__ __align__(16) unsigned char moac_stage[{S}][{geom}::BYTES];   /* this warp's {S} stages */",
+         f"        moac_kv_tile<{t.dk}, {t.dv}, {st}> moac_ta;"]
+    for k in range(S - 1):
+        L += [f"        if ({16 * k} < moac_tn)", *ind(copy(f"moac_stage[{k}]", str(16 * k)), 3), "        moac_cp_commit();"]
+    L += [f"        for ({itype} moac_j = 0, moac_si = 0; moac_j < moac_tn; moac_j += 16, moac_si = moac_si + 1 == {S} ? 0 : moac_si + 1) {{"
+          f"   /* 16 tokens a step, the copies {S - 1} steps ahead first */",
+          f"            if (moac_j + {16 * (S - 1)} < moac_tn)",
+          *ind(copy(f"moac_stage[moac_si == 0 ? {S - 1} : moac_si - 1]", f"moac_j + {16 * (S - 1)}"), 4),
+          "            moac_cp_commit();",
+          f"            moac_cp_wait<{S - 1}>();",
+          "            __syncwarp();",
+          "            moac_tile_read(moac_ta, moac_stage[moac_si], moac_tr, moac_tc);"]
+    L += ind(_step(t, "moac_ta", "moac_j", itype, ctype), 3)
+    return L + ["            __syncwarp();"]
+

@@ -265,6 +265,9 @@ class TensorTile(Scope):
     shape: str = ""         # the tile instruction, e.g. "m16n8k16 bf16 → f32"
     storage: str = "bf16"   # K's and V's element type
     weight: object = None   # a factor of token tok's values (vs[tok]: V_real = V × vs), or None
+    even: bool = True       # every chunk holds `chunk` tokens but a frame's last (no length read from
+                            # data: a ragged batch's chunks hold any number, which one wave of gangs
+                            # would leave unbalanced)
 
     def meaning(self) -> str:
         """The tile's line in the ONF mapping tree."""
@@ -344,14 +347,28 @@ class Schedule:
     statements: tuple    # the DNF statements the kernels compute (after the DNF passes)
     notes: tuple = field(default=())
 
+    def tiles(self) -> list:
+        """The kernels' TensorTiles."""
+        def walk(body):
+            for st in body:
+                if isinstance(st, TensorTile):
+                    yield st
+                for f in ("body", "then", "other"):
+                    if isinstance(getattr(st, f, None), tuple):
+                        yield from walk(getattr(st, f))
+        return [t for k in self.kernels for t in walk(k.body)]
+
     @property
     def tiled(self) -> bool:
         """Whether a kernel has a TensorTile (its target may print tile instructions)."""
-        def walk(body) -> bool:
-            return any(isinstance(st, TensorTile) or any(walk(getattr(st, f)) for f in ("body", "then", "other")
-                                                         if isinstance(getattr(st, f, None), tuple))
-                       for st in body)
-        return any(walk(k.body) for k in self.kernels)
+        return bool(self.tiles())
+
+    @property
+    def even_tiles(self) -> bool:
+        """Whether a kernel has a TensorTile whose chunks all hold the same tokens but the last
+        of a frame (TensorTile.even): there a target's gang count for tiles (Target.tile_gangs,
+        about one wave) leaves no multiprocessor idle."""
+        return any(t.even for t in self.tiles())
 
     def buffer(self, name: str) -> Buffer:
         for b in self.buffers:

@@ -31,10 +31,15 @@ TARGET = Target(
     scan_gangs=True,
     last_gang=True,                    # atomicAdd and __threadfence: the split-K combine in the partials kernel
     tensor_tiles=int("".join(c for c in ARCH[3:] if c.isdigit()) or 0) >= 80,   # mma.sync with bf16: sm_80 on
-    # the gang count for kernels with tensor-core tiles, for experiments (0: `gangs`).  1024 (about
-    # one wave of their 8 blocks per multiprocessor) measured faster for single-sequence GQA and
-    # slower for a ragged batch (docs/benchmarks.md), so the tiles keep the 4096 of the others
-    tile_gangs=int(os.environ.get("MOAC_CUDA_TILE_GANGS", "0")),
+    # the gang count for kernels with tensor-core tiles whose chunks all hold the same tokens:
+    # about one wave of their one-warp blocks (8 a multiprocessor at 210-255 registers, 132
+    # multiprocessors on an H200: 1056).  Measured against 4096 on the H200 (docs/benchmarks.md,
+    # 2026-12-02, night): batched GQA bf16 B = 32 -6 %, B = 1 n = 131072 -8 %, n = 32768 -11 %,
+    # fp8 B = 32 -12 %; a gang's end (its partials, a fence, the fold) stalls its warp, and
+    # 4096 gangs gave each warp four of them.  A ragged batch keeps `gangs` (its chunks hold any
+    # number of tokens; one wave fell to 81 % of the dense kernel).  MOAC_CUDA_TILE_GANGS sets
+    # another count (0: `gangs`), for experiments
+    tile_gangs=int(os.environ.get("MOAC_CUDA_TILE_GANGS", "1024")),
     # chunks of at least 128 tokens (8 tile steps) for tile kernels: where the gang target gave
     # fewer (single-sequence GQA, small batches: 16 … 64 tokens, a few tile steps a gang and
     # hundreds of partials a frame), 128 measured faster in every case tried on the H200, 256

@@ -9,6 +9,8 @@ generic plan.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import itertools
 import math
 from dataclasses import dataclass
@@ -194,7 +196,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
         if isinstance(tile, str):
             ctx.notes.append(f"no tensor-core tile: {tile}")
         else:
-            passes = (tile,)
+            passes = (dataclasses.replace(tile, even=Nd is N),)
             ctx.notes.append(f"tensor-core tile {tile.shape} derived for the chunk (moac.schedule.plans.tiles); the "
                              "targets with tile instructions run it, the others the passes it holds")
     gang_body = (LetIndex(cn, sp.Min(C, Nd - g * C)),) + passes
