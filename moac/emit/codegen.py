@@ -17,6 +17,7 @@ import jinja2
 
 from ..dtypes import CTYPE
 from ..schedule.choices import CHUNK, CHUNKS_PER_FRAME, MIN_CHUNK
+from . import simd
 from . import cir
 from .freeze import INT_HELPERS, CUnit, mangle
 
@@ -81,6 +82,7 @@ _MINMAX["moac_fmaxf"] = "/* C's fmax and fmin as selects (NaN: the other operand
 # helpers printed only where the kernels call them
 OPTIONAL_HELPERS = {
     **_MINMAX,
+    simd.HELPER: simd.HELPER_TEXT,
     "moac_word": "/* one 8-byte word of an array (a packed load); the empty asm keeps the compiler from\n"
     " * splitting it into narrower loads of the parts the caller unpacks */\n"
     "static inline uint64_t moac_word(const void *p, int64_t i) { uint64_t w = ((const uint64_t *)p)[i]; "

@@ -456,8 +456,9 @@ def _kernels(s: Schedule, target, bits: int) -> tuple:
         if k.unfolded is not None and target.last_gang:    # another kernel's last gangs fold where it fails
             code = (cir.If(freeze_cond(k.unfolded), code),)
         kernels.append(CKernel(k.name, k.comment, _narrow_calls(code) if bits == 32 else code, arrays))
-    if target.lower is not None:
-        kernels = target.lower(kernels)
+    if target.lower is not None:                      # a target's C IR -> C IR lowering, and the helpers it calls
+        kernels, extra = target.lower(kernels)
+        f.helpers.update(extra)
     return tuple(kernels), f
 
 

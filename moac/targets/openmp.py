@@ -1,6 +1,7 @@
 """C with OpenMP for CPU multicore: gangs become threads, vector lanes SIMD slots
 (`omp simd`, reductions reassociated across the slots as the pragma allows); the
 split-K plan puts lane loops innermost for them (moac.schedule.plans.split_k_passes)."""
+from ..emit import simd
 from .base import Target
 
 TARGET = Target(
@@ -22,5 +23,8 @@ TARGET = Target(
     # into L2 (prefetcht1): into L1 the prefetches of a token loop held the miss buffers its
     # own loads need and the GQA kernel ran 2x slower (docs/benchmarks.md)
     prefetch="__builtin_prefetch({addr}, 0, 2)",
-    gangs=256,          # a few per thread of a large host: chunks of up to 1024 tokens
+    gangs=256,
+    # jammed lane reductions (the scores of U tokens × g heads) in explicit 16-float vectors with
+    # one transposed reduction at the end, not one horizontal sum per score (moac.emit.simd)
+    lower=simd.lower,          # a few per thread of a large host: chunks of up to 1024 tokens
 )
