@@ -221,6 +221,7 @@ def test_the_gang_target_of_tile_kernels_is_target_data(tmp_path, monkeypatch):
     cu = get_target("cuda")
     # about one wave of the tile kernels' one-warp blocks (8 a multiprocessor, 132 of them on an H200)
     assert cu.tile_gangs == 1024 and cu.gang_target(True) == 1024 and cu.gang_target(False) == cu.gangs == 4096
+    assert cu.gang_target(True, even=False) == 2048            # uneven chunks: two waves
     assert dataclasses.replace(cu, tile_gangs=0).gang_target(True) == cu.gangs
     assert dataclasses.replace(get_target("openacc"), tile_gangs=1024).gang_target(True) == get_target("openacc").gangs
     tiled = moac.load(bf16("decode_gqa_batched", tmp_path)).c_source(target="cuda", sizes=GQA)
@@ -231,7 +232,7 @@ def test_the_gang_target_of_tile_kernels_is_target_data(tmp_path, monkeypatch):
     ragged = moac.load(bf16("decode_ragged", tmp_path))
     assert not ragged.onf(target="cuda", sizes=GQA).schedule.even_tiles
     assert moac.load(bf16("decode_gqa_batched", tmp_path)).onf(target="cuda", sizes=GQA).schedule.even_tiles
-    assert "about 4096 gangs in all" in ragged.c_source(target="cuda", sizes=GQA)
+    assert "about 2048 gangs in all" in ragged.c_source(target="cuda", sizes=GQA)
 
 
 @pytest.mark.parametrize("page, blocked", [(16, True), (64, True), (8, False), (None, False)])

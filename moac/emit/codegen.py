@@ -278,7 +278,7 @@ def context(unit: CUnit, sig: Signature, target, helper_prefix: str | None = Non
     prologue = "\n".join(cir.stmts(unit.prologue, unit.ctype, indent=1))
     return dict(
         version=__version__, filename=unit.filename, target=unit.target, plan=unit.plan,
-        summary=unit.summary, device_entry=target.device_entry, helpers=HELPERS + ((SIMD_MATH,) if target.lanes == "simd" else ()) + (chunk_helper(target.gang_target("moac_tile_even" in unit.helpers), target.chunk_floor("moac_tile" in unit.helpers)),) + (_helpers32() if unit.index_bits in (0, 32) else ())
+        summary=unit.summary, device_entry=target.device_entry, helpers=HELPERS + ((SIMD_MATH,) if target.lanes == "simd" else ()) + (chunk_helper(target.gang_target("moac_tile" in unit.helpers, "moac_tile_even" in unit.helpers), target.chunk_floor("moac_tile" in unit.helpers)),) + (_helpers32() if unit.index_bits in (0, 32) else ())
         + tuple(OPTIONAL_HELPERS[h] for h in unit.helpers), helper_prefix=helper_prefix or target.helper_prefix,
         model_macro=target.model_macro, header=target.header, device_malloc=target.device_malloc,
         device_free=target.device_free,

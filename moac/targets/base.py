@@ -55,7 +55,8 @@ class Target:
                                        # last gang of a frame folds its partials, no separate combine kernel
     tile_min_chunk: int = 0            # the fewest tokens per chunk where a kernel has tiles (0: MIN_CHUNK)
     tile_gangs: int = 0                # the gang count the chunk choice aims for where a kernel has tiles
-                                       # whose chunks all hold the same tokens (0: `gangs`)
+                                       # whose chunks all hold the same tokens, twice it where they do not
+                                       # (0: `gangs`)
     scan_gangs: bool = False           # a gang may find its work by a short scan (a ragged batch's chunks
                                        # enumerated densely, plans/split_k._dense_chunks): cheap on CUDA
                                        # blocks; GCC's OpenACC ran the ragged kernel at 54 % of the dense
@@ -67,11 +68,15 @@ class Target:
         from ..schedule.choices import MIN_CHUNK       # (moac.schedule imports the targets)
         return self.tile_min_chunk if tiled and self.tensor_tiles and self.tile_min_chunk else MIN_CHUNK
 
-    def gang_target(self, even_tiles: bool) -> int:
-        """About how many gangs the split-K chunk choice aims for (`even_tiles`: the schedule
-        has tensor-core tiles, which this target prints, whose chunks all hold the same tokens:
-        Schedule.even_tiles)."""
-        return self.tile_gangs if even_tiles and self.tensor_tiles and self.tile_gangs else self.gangs
+    def gang_target(self, tiled: bool, even: bool = True) -> int:
+        """About how many gangs the split-K chunk choice aims for (`tiled`: the schedule has
+        tensor-core tiles, which this target prints; `even`: their chunks all hold the same
+        tokens, Schedule.even_tiles).  Tile kernels aim for `tile_gangs` (about one wave)
+        where their chunks are even, twice that where a ragged batch's lengths make them
+        uneven (the second wave balances the first), other kernels for `gangs`."""
+        if tiled and self.tensor_tiles and self.tile_gangs:
+            return self.tile_gangs if even else 2 * self.tile_gangs
+        return self.gangs
 
     def gang_pragma(self, collapse: int, arrays: tuple) -> str | None:
         if self.gang is None:

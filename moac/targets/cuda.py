@@ -36,9 +36,10 @@ TARGET = Target(
     # multiprocessors on an H200: 1056).  Measured against 4096 on the H200 (docs/benchmarks.md,
     # 2026-12-02, night): batched GQA bf16 B = 32 -6 %, B = 1 n = 131072 -8 %, n = 32768 -11 %,
     # fp8 B = 32 -12 %; a gang's end (its partials, a fence, the fold) stalls its warp, and
-    # 4096 gangs gave each warp four of them.  A ragged batch keeps `gangs` (its chunks hold any
-    # number of tokens; one wave fell to 81 % of the dense kernel).  MOAC_CUDA_TILE_GANGS sets
-    # another count (0: `gangs`), for experiments
+    # 4096 gangs gave each warp four of them.  A ragged batch's chunks hold any number of
+    # tokens: it aims for twice as many, two waves (base.Target.gang_target; ragged B = 32 at
+    # 90.5 % of the dense kernel with 2048, 87.2 % with 4096, 81.0 % with 1024, 75.9 % with
+    # 8192).  MOAC_CUDA_TILE_GANGS sets another count (0: `gangs`), for experiments
     tile_gangs=int(os.environ.get("MOAC_CUDA_TILE_GANGS", "1024")),
     # chunks of at least 128 tokens (8 tile steps) for tile kernels: where the gang target gave
     # fewer (single-sequence GQA, small batches: 16 … 64 tokens, a few tile steps a gang and
