@@ -2,10 +2,12 @@
 derives, printed with mma.sync.  Lane (r, c) = (lane ÷ 4, lane mod 4) of a warp holds rows
 r and r + 8 (a head and its low half) and columns 2c, 2c + 1 of every accumulator.
 
-Per 16 tokens a lane issues 2·dk/32 + 4·dv/64 16-byte loads (K rows of tokens r and 8 + r,
-V rows of tokens 2c, 2c + 1, 8 + 2c, 9 + 2c), dk/8 score tiles and dv/8 weighted-sum
-tiles; the next 16 tokens' loads are issued before this step's tiles (two register
-buffers).  No sympy here."""
+Per 16 tokens a lane takes 2·dk/32 + 4·dv/64 words of 8 elements (K rows of tokens r and
+8 + r, V rows of tokens 2c, 2c + 1, 8 + 2c, 9 + 2c), then dk/8 score tiles and dv/8
+weighted-sum tiles.  The next 16 tokens are on their way before this step's tiles: loaded
+into a second register buffer, or, where two steps' words would take more than
+BUFFER_REGISTERS registers, copied into a shared-memory stage (cp.async) from which the lane
+reads its words (`stages`).  No sympy here."""
 from __future__ import annotations
 
 import os
