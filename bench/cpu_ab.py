@@ -45,10 +45,7 @@ def main() -> int:
     ap.add_argument("--numpy", action="store_true", help="time numpy's implementation too")
     ap.add_argument("--dump", default="", help="write each variant's C source into this folder")
     args = ap.parse_args()
-    base_opts = {}
-    for kv in args.opt:
-        k, v = kv.split("=", 1)
-        base_opts[k] = {"True": True, "False": False}.get(v, int(v) if v.lstrip("-").isdigit() else v)
+    base_opts = cpu_run.compile_options(args.opt)
     variants = [("base", None)] + [(Path(p).stem, load_variant(p)) for p in args.variants]
     ceiling = cpu_run.read_ceiling()
     rng = np.random.default_rng(0)

@@ -118,6 +118,15 @@ def case_program(example: str, kv: str):
     return moac.parse(text, f"{example}_{kv}.moa")
 
 
+def compile_options(pairs: list) -> dict:
+    """moac compile options from key=value words: True/False, integers, else strings."""
+    options = {}
+    for kv in pairs:
+        k, v = kv.split("=", 1)
+        options[k] = {"True": True, "False": False}.get(v, int(v) if v.lstrip("-").isdigit() else v)
+    return options
+
+
 def timed(fn) -> float:
     t0 = time.perf_counter()
     fn()
@@ -132,10 +141,7 @@ def main() -> int:
     ap.add_argument("--targets", default="openmp,c")
     ap.add_argument("options", nargs="*", help="moac compile options key=value (e.g. share_kv=False)")
     args = ap.parse_args()
-    options = {}
-    for kv in args.options:
-        k, v = kv.split("=", 1)
-        options[k] = {"True": True, "False": False}.get(v, int(v) if v.lstrip("-").isdigit() else v)
+    options = compile_options(args.options)
     try:
         import torch
         import torch.nn.functional as F
