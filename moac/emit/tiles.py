@@ -282,6 +282,26 @@ def _step(t: cir.Tile, buf: str, j: str, itype: str, ctype: str) -> list[str]:
     return L
 
 
+def _step_base(t: cir.Tile, j: str, itype: str, e) -> list[str]:
+    """Where a step of 16 tokens never leaves a page (TensorTile.blocks): the step's block and
+    its K and V bases, `moac_kb` and `moac_vb` (no lines otherwise)."""
+    if t.blocks is None:
+        return []
+    (kb, _), (vb, _) = t.blocks
+    return [f"    const {itype} moac_blk = (moac_t0 + {j}) / 16;",
+            f"    const {ETYPE[t.storage]} *moac_kb = {t.k} + ({e(kb)}), *moac_vb = {t.v} + ({e(vb)});"]
+
+
+def _row(t: cir.Tile, kv: int, tok: str, j: str, itype: str, e) -> tuple[str, str]:
+    """(declaration, pointer) of the K (kv = 0) or V (1) row of the chunk's token `tok`, the
+    chunk's last past its end, in the step from j: a stride from the step's base
+    (_step_base), or the row's own offset through the token `moac_tok` the declaration binds."""
+    if t.blocks is not None:
+        return "", f"{('moac_kb', 'moac_vb')[kv]} + (min(({itype})({tok}), moac_tn - 1) - ({j})) * {t.blocks[kv][1]}"
+    arr, off = (t.k, t.k_at) if kv == 0 else (t.v, t.v_at)
+    return f"const {itype} moac_tok = moac_t0 + min(({itype})({tok}), moac_tn - 1); ", f"{arr} + ({e(off)})"
+
+
 BUFFER_REGISTERS = 96            # a lane's registers for the words of the steps in flight, at most
 
 
@@ -313,20 +333,12 @@ def render(t: cir.Tile, itype: str, ctype: str = "float") -> str:
 
     def load(buf: str, j: str) -> str:
         """The rows of the 16 tokens from j on a lane loads (the last token's past the chunk)."""
-        rows = [("moac_kr", b, f"{j} + {8 * b} + moac_tr", t.k, t.k_at) for b in range(2)]
-        rows += [("moac_vr", i, f"{j} + {8 * (i // 2) + i % 2} + 2 * moac_tc", t.v, t.v_at) for i in range(4)]
-        L = ["{", f"    const {et} *moac_kr[2], *moac_vr[4];"]
-        if t.blocks is not None:        # one base per step (a step never leaves a page), rows a stride apart
-            (kb, ks), (vb, vs) = t.blocks
-            L += [f"    const {itype} moac_blk = (moac_t0 + {j}) / 16;",
-                  f"    const {et} *moac_kb = {t.k} + ({e(kb)}), *moac_vb = {t.v} + ({e(vb)});"]
-            for name, i, tok, arr, off in rows:
-                base, stride = ("moac_kb", ks) if name == "moac_kr" else ("moac_vb", vs)
-                L.append(f"    {name}[{i}] = {base} + (min(({itype})({tok}), moac_tn - 1) - ({j})) * {stride};")
-        else:
-            for name, i, tok, arr, off in rows:
-                L.append(f"    {{ const {itype} moac_tok = moac_t0 + min(({itype})({tok}), moac_tn - 1); "
-                         f"{name}[{i}] = {arr} + ({e(off)}); }}")
+        rows = [("moac_kr", b, f"{j} + {8 * b} + moac_tr", 0) for b in range(2)]
+        rows += [("moac_vr", i, f"{j} + {8 * (i // 2) + i % 2} + 2 * moac_tc", 1) for i in range(4)]
+        L = ["{", f"    const {et} *moac_kr[2], *moac_vr[4];"] + _step_base(t, j, itype, e)
+        for name, i, tok, kv in rows:
+            decl, ptr = _row(t, kv, tok, j, itype, e)
+            L.append(f"    {{ {decl}{name}[{i}] = {ptr}; }}" if decl else f"    {name}[{i}] = {ptr};")
         return "\n".join(L + [f"    moac_tile_load({buf}, moac_kr, moac_vr, moac_tr, moac_tc);", "}"])
     ind = lambda lines, n: ["    " * n + ln for ln in lines]   # noqa: E731
     L = [f"{{   /* tensor-core tile {t.shape}: the {t.rows} heads and their low halves as rows (moac.schedule.plans.tiles) */",
@@ -368,21 +380,9 @@ def _staged(t: cir.Tile, S: int, itype: str, ctype: str, e, ind) -> list[str]:
     geom = f"moac_stage_geom<{t.dk}, {t.dv}, {st}>"
 
     def copy(stage: str, j: str) -> list[str]:
-        L = ["{"]
-        if t.blocks is not None:
-            (kb, ks), (vb, vs) = t.blocks
-            L += [f"    const {itype} moac_blk = (moac_t0 + {j}) / 16;",
-                  f"    const {et} *moac_kb = {t.k} + ({e(kb)}), *moac_vb = {t.v} + ({e(vb)});",
-                  f"    moac_tile_copy<{t.dk}, {t.dv}, {st}>({stage},",
-                  f"        [&](int moac_t) {{ return moac_kb + (min(({itype})({j} + moac_t), moac_tn - 1) - ({j})) * {ks}; }},",
-                  f"        [&](int moac_t) {{ return moac_vb + (min(({itype})({j} + moac_t), moac_tn - 1) - ({j})) * {vs}; }}, moac_lane);"]
-        else:
-            L += [f"    moac_tile_copy<{t.dk}, {t.dv}, {st}>({stage},",
-                  f"        [&](int moac_t) {{ const {itype} moac_tok = moac_t0 + min(({itype})({j} + moac_t), moac_tn - 1); "
-                  f"return {t.k} + ({e(t.k_at)}); }},",
-                  f"        [&](int moac_t) {{ const {itype} moac_tok = moac_t0 + min(({itype})({j} + moac_t), moac_tn - 1); "
-                  f"return {t.v} + ({e(t.v_at)}); }}, moac_lane);"]
-        return L + ["}"]
+        lam = ["[&](int moac_t) {{ {}return {}; }}".format(*_row(t, kv, f"{j} + moac_t", j, itype, e)) for kv in (0, 1)]
+        return ["{", *_step_base(t, j, itype, e), f"    moac_tile_copy<{t.dk}, {t.dv}, {st}>({stage},",
+                f"        {lam[0]},", f"        {lam[1]}, moac_lane);", "}"]
     L = [f"        __shared__ __align__(16) unsigned char moac_stage[{S}][{geom}::BYTES];   /* this warp's {S} stages */",
          f"        moac_kv_tile<{t.dk}, {t.dv}, {st}> moac_ta;"]
     for k in range(S - 1):
