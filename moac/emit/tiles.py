@@ -383,12 +383,13 @@ def _staged(t: cir.Tile, S: int, itype: str, ctype: str, e, ind) -> list[str]:
         lam = ["[&](int moac_t) {{ {}return {}; }}".format(*_row(t, kv, f"{j} + moac_t", j, itype, e)) for kv in (0, 1)]
         return ["{", *_step_base(t, j, itype, e), f"    moac_tile_copy<{t.dk}, {t.dv}, {st}>({stage},",
                 f"        {lam[0]},", f"        {lam[1]}, moac_lane);", "}"]
+    ahead = "the next step's copies" if S == 2 else f"the copies {S - 1} steps ahead"
     L = [f"        __shared__ __align__(16) unsigned char moac_stage[{S}][{geom}::BYTES];   /* this warp's {S} stages */",
          f"        moac_kv_tile<{t.dk}, {t.dv}, {st}> moac_ta;"]
     for k in range(S - 1):
         L += [f"        if ({16 * k} < moac_tn)", *ind(copy(f"moac_stage[{k}]", str(16 * k)), 3), "        moac_cp_commit();"]
     L += [f"        for ({itype} moac_j = 0, moac_si = 0; moac_j < moac_tn; moac_j += 16, moac_si = moac_si + 1 == {S} ? 0 : moac_si + 1) {{"
-          f"   /* 16 tokens a step, the copies {S - 1} steps ahead first */",
+          f"   /* 16 tokens a step, {ahead} first */",
           f"            if (moac_j + {16 * (S - 1)} < moac_tn)",
           *ind(copy(f"moac_stage[moac_si == 0 ? {S - 1} : moac_si - 1]", f"moac_j + {16 * (S - 1)}"), 4),
           "            moac_cp_commit();",
