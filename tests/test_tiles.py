@@ -72,9 +72,9 @@ def test_only_cuda_prints_tile_instructions_the_others_the_lane_passes(tmp_path)
     prog = moac.load(bf16("decode_gqa_batched", tmp_path))
     cu = prog.c_source(target="cuda", sizes=GQA)
     assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in cu
-    # bf16 at d = 128: the next step waits in a shared stage (the first step's copies and one per
-    # step, both index widths); the 8-bit and d = 64 tiles load into registers (the tests below)
-    assert cu.count("moac_tile_copy<") == 4 and cu.count("moac_tile_read(moac_ta") == 2
+    # bf16 at d = 128: two shared stages, the loop unrolled twice; per kernel (both index widths) the
+    # first step's copies and one in each unrolled step, a stage read in each unrolled step
+    assert cu.count("moac_tile_copy<") == 2 * (1 + 2) and cu.count("moac_tile_read(moac_ta") == 2 * 2
     assert "if ((uintptr_t)K_ % 16 != 0)" in cu and "if ((uintptr_t)Q_ % 16 != 0)" in cu
     for target in ("openacc", "openmp", "c"):
         src = prog.c_source(target=target, sizes=GQA)
@@ -147,15 +147,23 @@ def test_the_printed_tile_binds_row_token_and_score():
     lines = [ln.strip() for ln in text.splitlines()]
     assert "const int32_t moac_row = moac_live ? moac_tr : 0;" in lines
     assert "moac_tile_q<64, 2>(moac_qa, Q_ + (moac_row * 64), moac_live, moac_tc);" in lines
-    assert "moac_kv_tile<64, 64, 2> moac_ta, moac_tb;" in lines and "const uint8_t *moac_kr[2], *moac_vr[4];" in lines
-    # the rows of the first step: K tokens r and 8 + r, V tokens 2c, 2c + 1, 8 + 2c, 9 + 2c (clamped to the chunk)
-    assert "{ const int32_t moac_tok = moac_t0 + min((int32_t)(0 + 8 + moac_tr), moac_tn - 1); " \
-           "moac_kr[1] = K_ + (moac_tok * 64); }" in lines
-    assert "{ const int32_t moac_tok = moac_t0 + min((int32_t)(0 + 9 + 2 * moac_tc), moac_tn - 1); " \
-           "moac_vr[3] = V_ + (moac_tok * 64); }" in lines
-    assert lines.count("moac_x[3] = moac_u < moac_tn ? moac_sv * 0.125f : -INFINITY;") == 2
-    assert lines.count("moac_w[2] = vs_[l_];") == 2
-    assert lines.count("const int32_t l_ = moac_t0 + (moac_u < moac_tn ? moac_u : moac_tn - 1);") == 8
+    # 8-bit storage at d = 64: 2 KB a step, 5 stages (4 steps, 8 KB, on their way), the loop unrolled 5 times
+    S = tiles.stages(t)
+    assert S == 5 and "moac_kv_tile<64, 64, 2> moac_ta;" in lines
+    # the rows of a step's copy: the chunk's token t (clamped to its last) through the program's offsets
+    assert "[&](int moac_t) { const int32_t moac_tok = moac_t0 + min((int32_t)(0 + moac_t), moac_tn - 1); " \
+           "return K_ + (moac_tok * 64); }," in lines
+    assert "[&](int moac_t) { const int32_t moac_tok = moac_t0 + min((int32_t)(moac_j + 16 + 64 + moac_t), moac_tn - 1); " \
+           "return V_ + (moac_tok * 64); }, moac_lane);" in lines
+    assert lines.count("moac_x[3] = moac_u < moac_tn ? moac_sv * 0.125f : -INFINITY;") == S
+    # the weight's read of each score travels with the step's copies, in the registers of its stage
+    assert "decltype(+vs_[0]) " + ", ".join(f"moac_r{k}_r0[4]" for k in range(S)) + ";" in lines
+    for k in range(S):
+        assert lines.count(f"moac_w[2] = moac_r{k}_r0[2];") == 1
+        assert lines.count(f"moac_r{k}_r0[2] = vs_[l_];") == (2 if k < S - 1 else 1)
+    assert "vs_[l_]" not in "".join(ln for ln in lines if ln.startswith("moac_w["))
+    # the token of each score: 4 in each step and in each of its copies' reads (S − 1 before the loop, S in it)
+    assert lines.count("const int32_t l_ = moac_t0 + (moac_u < moac_tn ? moac_u : moac_tn - 1);") == 4 * (S + S - 1 + S)
     assert ("moac_tile_finish<64>(moac_o, moac_tm, moac_tz, moac_live, moac_tc, moac_m + (moac_row), "
             "moac_z + (moac_row), moac_o + (moac_row * 64));") in lines
 
@@ -170,28 +178,24 @@ def _tile(dk: int, dv: int, storage: str, monkeypatch) -> str:
     return tiles.render(t, "int32_t")
 
 
-@pytest.mark.parametrize("dk, dv, storage, staged", [(128, 128, "bf16", True), (128, 128, "f16", True), (128, 64, "f16", False),
-                                                     (64, 64, "bf16", False), (128, 128, "f8e4m3", False)])
-def test_steps_wait_in_shared_memory_where_two_in_registers_would_take_over_96(dk, dv, storage, staged, monkeypatch):
-    """A step's words take 2·dk/32 + 4·dv/64 registers times 2 (16-bit storage) or 1 (8-bit) in
-    a lane; where two steps take more than BUFFER_REGISTERS, the next step waits in a shared
-    stage (cp.async) instead of registers."""
-    regs = (2 * dk // 32 + 4 * dv // 64) * (4 if storage in ("bf16", "f16") else 2)
+@pytest.mark.parametrize("dk, dv, storage, S", [(128, 128, "bf16", 2), (128, 128, "f16", 2), (128, 64, "f16", 3),
+                                               (64, 64, "bf16", 3), (128, 128, "f8e4m3", 3), (64, 64, "f8e5m2", 5)])
+def test_a_warp_keeps_8_kb_of_steps_on_their_way_in_shared_stages(dk, dv, storage, S, monkeypatch):
+    """A step's K and V rows take 16·(dk + dv) elements; a warp keeps the step it computes and
+    enough steps copied ahead (cp.async) for AHEAD_BYTES, 1 + ⌈8192 / step bytes⌉ stages."""
     t = cir.Tile("", 4, dk, dv, "Q_", "K_", "V_", ("m", "z", "o"), 0, 0, 0, 0, 0, 0, "r", "l", 0, 0, 0, storage)
-    assert tiles.step_registers(t) == regs and (2 * regs > tiles.BUFFER_REGISTERS) == staged
+    assert tiles.step_bytes(t) == 16 * (dk + dv) * (2 if storage in ("bf16", "f16") else 1) and tiles.AHEAD_BYTES == 8192
+    assert tiles.stages(t) == S
     lines = [ln.strip() for ln in _tile(dk, dv, storage, monkeypatch).splitlines()]
     st = tiles.ST[storage]
-    if staged:
-        assert f"__shared__ __align__(16) unsigned char moac_stage[2][moac_stage_geom<{dk}, {dv}, {st}>::BYTES];" \
-               "   /* this warp's 2 stages */" in lines
-        assert lines.count("moac_cp_commit();") == 2 and "moac_cp_wait<1>();" in lines
-        assert "moac_tile_read(moac_ta, moac_stage[moac_si], moac_tr, moac_tc);" in lines
-        # a row of the copy: the chunk's token (clamped to its last) through the program's offset
-        assert "[&](int moac_t) { const int32_t moac_tok = moac_t0 + min((int32_t)(0 + moac_t), moac_tn - 1); " \
-               f"return K_ + (moac_tok * {dk}); }}," in lines
-        assert "moac_tile_load(" not in "\n".join(lines)
-    else:
-        assert f"moac_kv_tile<{dk}, {dv}, {st}> moac_ta, moac_tb;" in lines and "moac_stage" not in "\n".join(lines)
+    assert f"__shared__ __align__(16) unsigned char moac_stage[{S}][moac_stage_geom<{dk}, {dv}, {st}>::BYTES];" \
+           f"   /* this warp's {S} stages */" in lines
+    assert lines.count("moac_cp_commit();") == (S - 1) + S and lines.count(f"moac_cp_wait<{S - 1}>();") == S
+    for k in range(S):      # the loop unrolled S times: step k of the S reads stage k, copies into stage k − 1
+        assert lines.count(f"moac_tile_read(moac_ta, moac_stage[{k}], moac_tr, moac_tc);") == 1
+        assert lines.count(f"moac_tile_copy<{dk}, {dv}, {st}>(moac_stage[{k}],") == (2 if k < S - 1 else 1)
+    # no token reads, no registers for them
+    assert not any(ln.startswith("decltype(") for ln in lines)
 
 
 def test_experiments_may_set_the_stages(monkeypatch):

@@ -4,12 +4,13 @@ r and r + 8 (a head and its low half) and columns 2c, 2c + 1 of every accumulato
 
 Per 16 tokens a lane takes 2·dk/32 + 4·dv/64 words of 8 elements (K rows of tokens r and
 8 + r, V rows of tokens 2c, 2c + 1, 8 + 2c, 9 + 2c), then dk/8 score tiles and dv/8
-weighted-sum tiles.  The next 16 tokens are on their way before this step's tiles: loaded
-into a second register buffer, or, where two steps' words would take more than
-BUFFER_REGISTERS registers, copied into a shared-memory stage (cp.async) from which the lane
-reads its words (`stages`).  No sympy here."""
+weighted-sum tiles.  The steps wait in S shared-memory stages a warp, copied there with
+cp.async S − 1 steps ahead, enough to keep AHEAD_BYTES on their way (`stages`); the
+per-token reads of the score and the weight (dequantisation scales) travel as far ahead in
+registers (`token_reads`).  No sympy here."""
 from __future__ import annotations
 
+import dataclasses
 import os
 
 from . import cir
@@ -73,26 +74,11 @@ template <int ST> static __device__ __forceinline__ uint32_t moac_tile_vpair(con
         return moac_tile_widen<ST>(__byte_perm(x, y, ((4 + e % 4) << 4) | (e % 4)));
     }
 }
-/* what a lane loads for 16 tokens: K rows of tokens r and 8 + r (8 contiguous d per 32),
- * V rows of tokens 2c, 2c + 1, 8 + 2c, 9 + 2c (8 contiguous dv per 64); k[b], v[i] point
- * at the rows' first elements */
+/* a lane's words of 16 tokens: K rows of tokens r and 8 + r (8 contiguous d per 32), V rows of
+ * tokens 2c, 2c + 1, 8 + 2c, 9 + 2c (8 contiguous dv per 64) */
 template <int DK, int DV, int ST> struct moac_kv_tile {
     typename moac_tile_word<ST>::type k[2][DK / 32], v[4][DV / 64];
 };
-template <int DK, int DV, int ST, typename E>
-static __device__ __forceinline__ void moac_tile_load(moac_kv_tile<DK, DV, ST> &t, const E *const (&k)[2],
-                                                      const E *const (&v)[4], int r, int c)
-{
-    typedef typename moac_tile_word<ST>::type W;
-#pragma unroll
-    for (int b = 0; b < 2; ++b)
-#pragma unroll
-        for (int s = 0; s < DK / 32; ++s) t.k[b][s] = __ldg(reinterpret_cast<const W *>(k[b] + 32 * s + 8 * c));
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int h = 0; h < DV / 64; ++h) t.v[i][h] = __ldg(reinterpret_cast<const W *>(v[i] + 64 * h + 8 * r));
-}
 /* the steps of a warp staged in shared memory (cp.async, 16-byte granules, consecutive lanes on
  * consecutive granules of a step's rows: whole 128-byte lines a request) instead of register
  * buffers.  A stage holds 16 K rows, then 16 V rows, of W-words (8 elements); word x of K row t
@@ -135,7 +121,7 @@ static __device__ __forceinline__ void moac_tile_copy(unsigned char *stage, KR k
                       reinterpret_cast<const unsigned char *>(vrow(t)) + 16 * p);
     }
 }
-/* a lane's words of a staged step, as moac_tile_load reads them from global memory */
+/* a lane's words of a staged step (moac_kv_tile) */
 template <int DK, int DV, int ST>
 static __device__ __forceinline__ void moac_tile_read(moac_kv_tile<DK, DV, ST> &t, const unsigned char *stage, int r, int c)
 {
@@ -218,10 +204,13 @@ static __device__ __forceinline__ void moac_tile_pv(const moac_kv_tile<DK, DV, S
     }
     m = mn;
     z = z * alpha + ((p[0] + p[1]) + (p[2] + p[3]));
+    /* the accumulators rescaled only where a lane's maximum grew (alpha = exp(0) = 1 exactly
+     * elsewhere, so skipping the products changes no bit); the vote keeps the warp together */
+    if (__any_sync(0xffffffffu, alpha != 1.0f))
 #pragma unroll
-    for (int nb = 0; nb < DV / 8; ++nb)
+        for (int nb = 0; nb < DV / 8; ++nb)
 #pragma unroll
-        for (int i = 0; i < 4; ++i) o[nb][i] *= alpha;
+            for (int i = 0; i < 4; ++i) o[nb][i] *= alpha;
     uint32_t pa[4] = {0u, 0u, 0u, 0u};
     if (live) {
         pa[0] = moac_tile_pair<ST>(h[0], h[1]); pa[1] = moac_tile_pair<ST>(pw[0] - h[0], pw[1] - h[1]);
@@ -262,24 +251,87 @@ ETYPE = {"bf16": "uint16_t", "f16": "uint16_t", "f8e4m3": "uint8_t", "f8e5m2": "
 ESIZE = {"bf16": 2, "f16": 2, "f8e4m3": 1, "f8e5m2": 1}
 
 
-def _step(t: cir.Tile, buf: str, j: str, itype: str, ctype: str) -> list[str]:
+def _step(t: cir.Tile, buf: str, j: str, itype: str, ctype: str, reads: str | None = None) -> list[str]:
+    """A step's 16 tokens from j: the scores, the online softmax and the weighted sum, the
+    words in `buf`, and the score's and weight's array reads (`token_reads`) from the
+    registers `reads` names (moac_ta, moac_rc, ...) where they were prefetched."""
     st = ST[t.storage]
     L = ["{", "    float moac_s[2][4], moac_x[4], moac_w[4];",
          f"    moac_tile_scores<{t.dk}, {t.dv}, {st}>({buf}, moac_qa, moac_s);"]
-    score = cir.expr(t.score, ctype)
-    weight = cir.expr(t.weight, ctype) if t.weight is not None else None
     for e in range(4):
         b, col = divmod(e, 2)
+        score, weight = (_read_from(x, t, reads, e) for x in (t.score, t.weight))
         L += ["    {",
-              f"        const {itype} moac_u = {j} + {8 * b + col} + 2 * moac_tc;   /* the token of score {e} in the chunk */",
-              f"        const {itype} {t.tok} = moac_t0 + (moac_u < moac_tn ? moac_u : moac_tn - 1);",
+              *_token(j, b, col, t.tok, itype, "        "),
               f"        const float moac_sv = moac_s[{b}][{col}] + moac_s[{b}][{col + 2}];",
-              f"        moac_x[{e}] = moac_u < moac_tn ? {score} : -INFINITY;",
-              f"        moac_w[{e}] = {weight or '1.0f'};",
+              f"        moac_x[{e}] = moac_u < moac_tn ? {cir.expr(score, ctype)} : -INFINITY;",
+              f"        moac_w[{e}] = {cir.expr(weight, ctype) if weight is not None else '1.0f'};",
               f"        (void){t.tok};",
               "    }"]
     L += [f"    moac_tile_pv<{t.dk}, {t.dv}, {st}>({buf}, moac_o, moac_tm, moac_tz, moac_x, moac_w, moac_live);", "}"]
     return L
+
+
+def _token(j: str, b: int, col: int, tok: str, itype: str, pad: str) -> list[str]:
+    """The declarations of score b·2 + col's token of the step from j: `moac_u` in the chunk,
+    `tok` in the sequence (the chunk's last where moac_u is past its end)."""
+    return [f"{pad}const {itype} moac_u = {j} + {8 * b + col} + 2 * moac_tc;   /* the token of score {2 * b + col} in the chunk */",
+            f"{pad}const {itype} {tok} = moac_t0 + (moac_u < moac_tn ? moac_u : moac_tn - 1);"]
+
+
+def token_reads(t: cir.Tile) -> list:
+    """The array reads of the score and the weight expressions (a token's dequantisation
+    scales), each once, outermost only: they wait on memory as the K and V rows do, so the
+    printed tile issues them a step ahead, with the rows, into registers."""
+    found = []
+
+    def walk(x):
+        if isinstance(x, cir.Load):
+            found.append(x) if x not in found else None
+        elif isinstance(x, tuple):
+            for y in x:
+                walk(y)
+        elif dataclasses.is_dataclass(x):
+            for f in dataclasses.fields(x):
+                walk(getattr(x, f.name))
+    walk((t.score, t.weight))
+    return found
+
+
+def _read_from(x, t: cir.Tile, reads: str | None, e: int):
+    """x with each of the tile's token reads replaced by its register of score e in `reads`."""
+    if reads is None or x is None:
+        return x
+    table = {ld: cir.Var(f"{reads}_r{k}[{e}]") for k, ld in enumerate(token_reads(t))}
+
+    def swap(y):
+        if isinstance(y, tuple):
+            return tuple(swap(z) for z in y)
+        if not dataclasses.is_dataclass(y):
+            return y
+        if y in table:
+            return table[y]
+        return type(y)(*(swap(getattr(y, f.name)) for f in dataclasses.fields(y)))
+    return swap(x)
+
+
+def _prefetch(t: cir.Tile, reads: str, j: str, itype: str, ctype: str) -> list[str]:
+    """The token reads of the step from j into the registers `reads` (no lines where there are none)."""
+    loads = token_reads(t)
+    if not loads:
+        return []
+    L = []
+    for e in range(4):
+        b, col = divmod(e, 2)
+        L += ["{", *_token(j, b, col, t.tok, itype, "    "),
+              *(f"    {reads}_r{k}[{e}] = {cir.expr(ld, ctype)};" for k, ld in enumerate(loads)), "}"]
+    return L
+
+
+def _read_registers(t: cir.Tile, names: tuple[str, ...]) -> list[str]:
+    """The declarations of the token reads' registers, 4 a read (one per score of a lane) for each name."""
+    return [f"decltype(+{ld.array}[0]) {', '.join(f'{n}_r{k}[4]' for n in names)};"
+            for k, ld in enumerate(token_reads(t))]
 
 
 def _step_base(t: cir.Tile, j: str, itype: str, e) -> list[str]:
@@ -302,44 +354,33 @@ def _row(t: cir.Tile, kv: int, tok: str, j: str, itype: str, e) -> tuple[str, st
     return f"const {itype} moac_tok = moac_t0 + min(({itype})({tok}), moac_tn - 1); ", f"{arr} + ({e(off)})"
 
 
-BUFFER_REGISTERS = 96            # a lane's registers for the words of the steps in flight, at most
+AHEAD_BYTES = 8192               # K and V bytes a warp keeps on their way, at least
 
 
-def step_registers(t: cir.Tile) -> int:
-    """The 32-bit registers one step's K and V words take in a lane: 2·dk/32 + 4·dv/64 words of
-    8 elements (16 bytes of bf16 or f16, 8 of an 8-bit storage)."""
-    return (2 * t.dk // 32 + 4 * t.dv // 64) * 2 * ESIZE[t.storage]
+def step_bytes(t: cir.Tile) -> int:
+    """The bytes of a step's K and V rows: 16 tokens of dk + dv elements."""
+    return 16 * (t.dk + t.dv) * ESIZE[t.storage]
 
 
 def stages(t: cir.Tile) -> int:
-    """Where a warp keeps the steps in flight: 0, in registers (two steps' words, the next
-    step's loads issued before this step's tiles) where they fit in BUFFER_REGISTERS; else 2,
-    in shared memory (the next step's copies, cp.async, issued before this step is read from
-    its stage).  Measured on the H200 (docs/benchmarks.md, 2026-12-02, night): bf16 at
-    dk = dv = 128 (64 registers a step: the kernel at 255 registers) ran 1–3 % faster staged,
-    at 210 registers; fp8 (32 a step, 222 registers) 0–19 % slower staged; 3 or 4 stages were
-    no faster than 2.  MOAC_CUDA_TILE_STAGES sets another count, for experiments."""
+    """The shared-memory stages of a warp: the step being computed and enough steps on their
+    way (cp.async) to keep AHEAD_BYTES of K and V in flight, 1 + ⌈AHEAD_BYTES / step_bytes⌉:
+    2 for bf16 at dk = dv = 128 (8 KB a step), 3 for 8-bit storage (4 KB).  Measured on the
+    H200 (docs/benchmarks.md, 2026-12-03): fp8 B = 32 with 2 / 3 / 4 stages 78.1 / 76.1 /
+    77.0 µs against 84.3 µs loading the next step into registers; bf16 with 2 / 3 / 4 stages
+    132.7 / 131.9 / 150.4 µs (4 stages of 8 KB leave fewer warps a multiprocessor).
+    MOAC_CUDA_TILE_STAGES sets another count (at least 2), for experiments."""
     forced = os.environ.get("MOAC_CUDA_TILE_STAGES")
     if forced is not None:
-        return int(forced)
-    return 0 if 2 * step_registers(t) <= BUFFER_REGISTERS else 2
+        return max(2, int(forced))
+    return 1 + -(-AHEAD_BYTES // step_bytes(t))
 
 
 def render(t: cir.Tile, itype: str, ctype: str = "float") -> str:
     """The tile's statements inside a gang iteration of a one-warp block (`moac_lane`)."""
     e = lambda x: cir.expr(x, ctype)          # noqa: E731
     m, z, o = t.parts
-    st, et = ST[t.storage], ETYPE[t.storage]
-
-    def load(buf: str, j: str) -> str:
-        """The rows of the 16 tokens from j on a lane loads (the last token's past the chunk)."""
-        rows = [("moac_kr", b, f"{j} + {8 * b} + moac_tr", 0) for b in range(2)]
-        rows += [("moac_vr", i, f"{j} + {8 * (i // 2) + i % 2} + 2 * moac_tc", 1) for i in range(4)]
-        L = ["{", f"    const {et} *moac_kr[2], *moac_vr[4];"] + _step_base(t, j, itype, e)
-        for name, i, tok, kv in rows:
-            decl, ptr = _row(t, kv, tok, j, itype, e)
-            L.append(f"    {{ {decl}{name}[{i}] = {ptr}; }}" if decl else f"    {name}[{i}] = {ptr};")
-        return "\n".join(L + [f"    moac_tile_load({buf}, moac_kr, moac_vr, moac_tr, moac_tc);", "}"])
+    st = ST[t.storage]
     ind = lambda lines, n: ["    " * n + ln for ln in lines]   # noqa: E731
     L = [f"{{   /* tensor-core tile {t.shape}: the {t.rows} heads and their low halves as rows (moac.schedule.plans.tiles) */",
          "    const int moac_tr = moac_lane >> 2, moac_tc = moac_lane & 3;",
@@ -353,19 +394,7 @@ def render(t: cir.Tile, itype: str, ctype: str = "float") -> str:
          "        moac_o[moac_i][0] = moac_o[moac_i][1] = moac_o[moac_i][2] = moac_o[moac_i][3] = 0.0f;",
          "    float moac_tm = -INFINITY, moac_tz = 0.0f;",
          "    if (moac_tn > 0) {"]
-    S = stages(t)
-    if S >= 2:
-        L += _staged(t, S, itype, ctype, e, ind)
-    else:
-        L += [f"        moac_kv_tile<{t.dk}, {t.dv}, {st}> moac_ta, moac_tb;",
-              *ind(load("moac_ta", "0").splitlines(), 2),
-              f"        for ({itype} moac_j = 0; moac_j < moac_tn; moac_j += 32) {{   /* 16 tokens a step, the next step's loads first */",
-              "            if (moac_j + 16 < moac_tn)",
-              *ind(load("moac_tb", "moac_j + 16").splitlines(), 4)]
-        L += ind(_step(t, "moac_ta", "moac_j", itype, ctype), 3)
-        L += ["            if (moac_j + 16 >= moac_tn)", "                break;",
-              "            if (moac_j + 32 < moac_tn)", *ind(load("moac_ta", "moac_j + 32").splitlines(), 4)]
-        L += ind(_step(t, "moac_tb", "moac_j + 16", itype, ctype), 3)
+    L += _staged(t, stages(t), itype, ctype, e, ind)
     L += ["        }", "    }",
           f"    moac_tile_finish<{t.dv}>(moac_o, moac_tm, moac_tz, moac_live, moac_tc, {m} + ({e(t.m_at)}), "
           f"{z} + ({e(t.z_at)}), {o} + ({e(t.o_at)}));",
@@ -374,28 +403,33 @@ def render(t: cir.Tile, itype: str, ctype: str = "float") -> str:
 
 
 def _staged(t: cir.Tile, S: int, itype: str, ctype: str, e, ind) -> list[str]:
-    """The chunk's steps through S shared-memory stages: the copies of step k + S − 1 issued
-    (cp.async) before step k is read from its stage and computed."""
-    st, et = ST[t.storage], ETYPE[t.storage]
+    """The chunk's steps through S shared-memory stages, the loop unrolled S times so that
+    each step's stage and token-read registers are named at compile time: the copies and
+    the token reads of step k + S − 1 issued before step k is read from its stage."""
+    st = ST[t.storage]
     geom = f"moac_stage_geom<{t.dk}, {t.dv}, {st}>"
 
-    def copy(stage: str, j: str) -> list[str]:
+    def copy(k: int, j: str) -> list[str]:
+        """Step j's rows into stage k (cp.async) and its token reads into the registers moac_r<k>."""
         lam = ["[&](int moac_t) {{ {}return {}; }}".format(*_row(t, kv, f"{j} + moac_t", j, itype, e)) for kv in (0, 1)]
-        return ["{", *_step_base(t, j, itype, e), f"    moac_tile_copy<{t.dk}, {t.dv}, {st}>({stage},",
-                f"        {lam[0]},", f"        {lam[1]}, moac_lane);", "}"]
-    ahead = "the next step's copies" if S == 2 else f"the copies {S - 1} steps ahead"
+        return ["{", *_step_base(t, j, itype, e), f"    moac_tile_copy<{t.dk}, {t.dv}, {st}>(moac_stage[{k}],",
+                f"        {lam[0]},", f"        {lam[1]}, moac_lane);", *_prefetch(t, f"moac_r{k}", j, itype, ctype), "}"]
     L = [f"        __shared__ __align__(16) unsigned char moac_stage[{S}][{geom}::BYTES];   /* this warp's {S} stages */",
-         f"        moac_kv_tile<{t.dk}, {t.dv}, {st}> moac_ta;"]
+         f"        moac_kv_tile<{t.dk}, {t.dv}, {st}> moac_ta;", *ind(_read_registers(t, tuple(f"moac_r{k}" for k in range(S))), 2)]
     for k in range(S - 1):
-        L += [f"        if ({16 * k} < moac_tn)", *ind(copy(f"moac_stage[{k}]", str(16 * k)), 3), "        moac_cp_commit();"]
-    L += [f"        for ({itype} moac_j = 0, moac_si = 0; moac_j < moac_tn; moac_j += 16, moac_si = moac_si + 1 == {S} ? 0 : moac_si + 1) {{"
-          f"   /* 16 tokens a step, {ahead} first */",
-          f"            if (moac_j + {16 * (S - 1)} < moac_tn)",
-          *ind(copy(f"moac_stage[moac_si == 0 ? {S - 1} : moac_si - 1]", f"moac_j + {16 * (S - 1)}"), 4),
-          "            moac_cp_commit();",
-          f"            moac_cp_wait<{S - 1}>();",
-          "            __syncwarp();",
-          "            moac_tile_read(moac_ta, moac_stage[moac_si], moac_tr, moac_tc);"]
-    L += ind(_step(t, "moac_ta", "moac_j", itype, ctype), 3)
-    return L + ["            __syncwarp();"]
-
+        L += [f"        if ({16 * k} < moac_tn)", *ind(copy(k, str(16 * k)), 3), "        moac_cp_commit();"]
+    ahead = "the next step's copies" if S == 2 else f"the copies {S - 1} steps ahead"
+    L += [f"        for ({itype} moac_j = 0; moac_j < moac_tn; moac_j += {16 * S}) {{   /* {S} steps of 16 tokens, {ahead} first */"]
+    for k in range(S):
+        j = f"moac_j + {16 * k}" if k else "moac_j"
+        if k:
+            L += [f"            if ({j} >= moac_tn)", "                break;"]
+        L += [f"            if ({j} + {16 * (S - 1)} < moac_tn)",
+              *ind(copy((k + S - 1) % S, f"{j} + {16 * (S - 1)}"), 4),
+              "            moac_cp_commit();",
+              f"            moac_cp_wait<{S - 1}>();",
+              "            __syncwarp();",
+              f"            moac_tile_read(moac_ta, moac_stage[{k}], moac_tr, moac_tc);"]
+        L += ind(_step(t, "moac_ta", j, itype, ctype, f"moac_r{k}"), 3)
+        L += ["            __syncwarp();"]
+    return L
