@@ -80,11 +80,11 @@ template <int DK, int DV, int ST> struct moac_kv_tile {
     typename moac_tile_word<ST>::type k[2][DK / 32], v[4][DV / 64];
 };
 /* the steps of a warp staged in shared memory (cp.async, 16-byte granules, consecutive lanes on
- * consecutive granules of a step's rows: whole 128-byte lines a request) instead of register
- * buffers.  A stage holds 16 K rows, then 16 V rows, of W-words (8 elements); word x of K row t
- * is kept at x ^ 4 (t mod 32/sizeof W) and of V row t at x ^ (32/sizeof W) ((t >> 1) mod 4),
- * within aligned blocks of the largest power of two dividing the row's words, so that the lanes of
- * one phase of moac_tile_read fall in distinct banks */
+ * consecutive granules of a step's rows: whole 128-byte lines a request).  A stage holds 16 K
+ * rows, then 16 V rows, of W-words (8 elements); word x of K row t is kept at x ^ 4 (t mod
+ * 32/sizeof W) and of V row t at x ^ (32/sizeof W) ((t >> 1) mod 4), within aligned blocks of
+ * the largest power of two dividing the row's words, so that the lanes of one phase of
+ * moac_tile_read fall in distinct banks */
 template <int DK, int DV, int ST> struct moac_stage_geom {
     typedef typename moac_tile_word<ST>::type W;
     static constexpr int ES = ST < 2 ? 2 : 1;                                  /* element bytes */
@@ -253,14 +253,16 @@ ESIZE = {"bf16": 2, "f16": 2, "f8e4m3": 1, "f8e5m2": 1}
 
 def _step(t: cir.Tile, buf: str, j: str, itype: str, ctype: str, reads: str | None = None) -> list[str]:
     """A step's 16 tokens from j: the scores, the online softmax and the weighted sum, the
-    words in `buf`, and the score's and weight's array reads (`token_reads`) from the
-    registers `reads` names (moac_ta, moac_rc, ...) where they were prefetched."""
+    words in `buf`, the score's and the weight's array reads (`token_reads`) from the
+    registers `reads` names (moac_r0, moac_r1, ...) where they were loaded with the copies."""
     st = ST[t.storage]
     L = ["{", "    float moac_s[2][4], moac_x[4], moac_w[4];",
          f"    moac_tile_scores<{t.dk}, {t.dv}, {st}>({buf}, moac_qa, moac_s);"]
+    loads = token_reads(t) if reads is not None else []
     for e in range(4):
         b, col = divmod(e, 2)
-        score, weight = (_read_from(x, t, reads, e) for x in (t.score, t.weight))
+        regs = {ld: cir.Var(f"{reads}_r{k}[{e}]") for k, ld in enumerate(loads)}
+        score, weight = (_swap(x, regs) for x in (t.score, t.weight))
         L += ["    {",
               *_token(j, b, col, t.tok, itype, "        "),
               f"        const float moac_sv = moac_s[{b}][{col}] + moac_s[{b}][{col + 2}];",
@@ -282,7 +284,7 @@ def _token(j: str, b: int, col: int, tok: str, itype: str, pad: str) -> list[str
 def token_reads(t: cir.Tile) -> list:
     """The array reads of the score and the weight expressions (a token's dequantisation
     scales), each once, outermost only: they wait on memory as the K and V rows do, so the
-    printed tile issues them a step ahead, with the rows, into registers."""
+    printed tile issues them with the step's copies, into registers of its stage."""
     found = []
 
     def walk(x):
@@ -298,21 +300,15 @@ def token_reads(t: cir.Tile) -> list:
     return found
 
 
-def _read_from(x, t: cir.Tile, reads: str | None, e: int):
-    """x with each of the tile's token reads replaced by its register of score e in `reads`."""
-    if reads is None or x is None:
+def _swap(x, table: dict):
+    """The expression x (None stays None) with each node that is a key of table replaced by its value."""
+    if isinstance(x, tuple):
+        return tuple(_swap(y, table) for y in x)
+    if not dataclasses.is_dataclass(x):
         return x
-    table = {ld: cir.Var(f"{reads}_r{k}[{e}]") for k, ld in enumerate(token_reads(t))}
-
-    def swap(y):
-        if isinstance(y, tuple):
-            return tuple(swap(z) for z in y)
-        if not dataclasses.is_dataclass(y):
-            return y
-        if y in table:
-            return table[y]
-        return type(y)(*(swap(getattr(y, f.name)) for f in dataclasses.fields(y)))
-    return swap(x)
+    if x in table:
+        return table[x]
+    return type(x)(*(_swap(getattr(x, f.name), table) for f in dataclasses.fields(x)))
 
 
 def _prefetch(t: cir.Tile, reads: str, j: str, itype: str, ctype: str) -> list[str]:
