@@ -98,11 +98,13 @@ def run(out: Path, reps: int, json_path: Path | None, probe_dir: Path | None = N
         t = kernel_time(launch, lambda k, f=kern.manifest.function: f in k, torch, reps, parts)
         return t, nbytes / t, parts, ", ".join(f"{k.split('_', 2)[-1]} {v:.0f}" for k, v in parts.items())
 
-    def reference(name):
+    def reference(name, ln=lens):
         sdpa = torch.nn.functional.scaled_dot_product_attention
-        ref = torch.empty(B, HQ, D, device=dev)
+        ref = torch.zeros(B, HQ, D, device=dev)            # an empty sequence's result is 0
         for b in range(B):
-            n = NDENSE if name == "dense" else int(lens[b])
+            n = NDENSE if name == "dense" else int(ln[b])
+            if n == 0:
+                continue
             k = (Kd if name == "dense" else K)[b, :, :n].float()
             v = (Vd if name == "dense" else V)[b, :, :n].float()
             ref[b] = sdpa(Q[b][:, None, :], k, v, enable_gqa=True)[:, 0, :]
@@ -126,6 +128,22 @@ def run(out: Path, reps: int, json_path: Path | None, probe_dir: Path | None = N
             results.append(r)
             print(f"  {target:8} {name:7} kernel {t * 1e6:8.1f} µs  KV {bw / 1e12:5.2f} TB/s  "
                   f"{r['share_of_dense']:6.1%} of dense  max err vs SDPA f32 {err:.1e}  {shown}", flush=True)
+        # the edge lengths (0, 1, the capacity) into an output filled with NaN: every sequence
+        # written, the empty ones 0 (on cuda the partials kernel's last gangs fold the frames, and
+        # the output is zero-filled first for those no gang folds)
+        edge = lens.clone()
+        edge[0], edge[1], edge[2], edge[B // 2] = 0, 1, N, 0
+        for name in ("ragged", "paged"):
+            kern = load_bundle(out / f"{name}-{target}.json")
+            o = {"out": torch.full((B, HQ, D), float("nan"), device=dev)}
+            kern.prepare(out=o, **{**inputs[name], "lens": edge.to(dev)})()
+            torch.cuda.synchronize()
+            err = (o["out"].float() - reference(name, edge)).abs().max().item()
+            good = err < 2e-2          # a NaN left in the output fails too
+            ok &= good
+            results.append(dict(name=f"{name}, lengths 0, 1 and {N}", target=target, err=err, ok=good))
+            print(f"  {target:8} {name}, lengths 0, 1 and {N}: max err vs SDPA f32 {err:.1e} "
+                  f"{'ok' if good else 'WRONG'}", flush=True)
         # the ragged kernel on the dense case's data (capacity and every length 4096), and
         # on a half-full cache of twice that capacity: what the data extent and the grid cost
         kern = load_bundle((probe_dir or out) / f"ragged-{target}.json")

@@ -132,7 +132,8 @@ class LastGang:
     """A gang's end where the last gang of its frame folds the frame's partials
     (moac.schedule.ir.LastGang, frozen): printed by targets with device-wide atomics
     (Target.last_gang), never given to the others.  `counter` is a scratch array of `size`
-    elements, slot `index` the frame's; `count` gangs arrive where `when` holds."""
+    elements, slot `index` the frame's; `count` gangs arrive where `when` holds; the arrays of
+    `zero`, (name, elements) pairs, are zero-filled before the kernel where it holds."""
     counter: str
     index: object
     count: object
@@ -140,6 +141,7 @@ class LastGang:
     size: object
     body: tuple
     comment: str = ""
+    zero: tuple = ()
 
 
 @dataclass(frozen=True, slots=True)

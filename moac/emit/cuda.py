@@ -115,6 +115,7 @@ class _Lanes:
         self.warp: dict = {}          # helper name -> text
         self.count = 0                # fresh names (moac_up1, moac_tot2, ...)
         self.counters: list = []      # (counter array, C elements, C condition) of the LastGangs met
+        self.zeroed: list = []        # (output array, C elements, C condition): zero-filled before the kernel
         self.fold = False             # inside a LastGang's fold: its sequential loops are unrolled
 
     def stmts(self, body) -> tuple:
@@ -148,8 +149,10 @@ class _Lanes:
         """Every lane fences its stores of the partials, lane 0 counts the gang on the frame's
         counter, and the gang that brings it to `count` (the frame's last) folds the frame,
         after a fence of its own (the threadfence-reduction pattern of the CUDA samples).
-        The counters are zeroed on the stream before the kernel (Region.memsets)."""
+        The counters are zeroed on the stream before the kernel, and so are the outputs of
+        `zero` (a frame no gang folds: a token axis read from data that is empty)."""
         self.counters.append((s.counter, cir.expr(s.size, self.ctype), cir.expr(s.when, self.ctype)))
+        self.zeroed += [(a, cir.expr(n, self.ctype), cir.expr(s.when, self.ctype)) for a, n in s.zero]
         self.fold = True
         body = self.stmts(s.body)
         self.fold = False
@@ -354,6 +357,9 @@ def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict,
         for ctr, size, when in lanes.counters:      # the LastGang counters start at zero
             launch = (f"if ({when})\n    cudaMemsetAsync({ctr}, 0, sizeof({ctype}) * (size_t)({size}), moac_stream);\n"
                       + launch)
+        for out, size, when in lanes.zeroed:        # so do the outputs of frames no gang folds
+            launch = (f"if ({when})\n    cudaMemsetAsync({out}, 0, sizeof({array_types[out][0]}) * (size_t)({size}), "
+                      f"moac_stream);\n" + launch)
         if smem:      # beyond 48 KiB a kernel must opt in to its dynamic shared memory
             launch = (f"if ({smem} > 49152)\n    cudaFuncSetAttribute({name}, "
                       f"cudaFuncAttributeMaxDynamicSharedMemorySize, (int)({smem}));\n{launch}")

@@ -338,7 +338,8 @@ class _Freezer:
             case LastGang() if self.t.last_gang:
                 b = self.bufs[st.counter]
                 return cir.LastGang(mangle(st.counter), gamma_c(st.index, b.shape), freeze(st.count), freeze_cond(st.when),
-                                    freeze(b.size), self.stmts(st.body, arrays), st.note)
+                                    freeze(b.size), self.stmts(st.body, arrays), st.note,
+                                    tuple((mangle(z), freeze(self.bufs[z].size)) for z in st.zero))
             case LastGang():              # the target runs the combine kernel instead, with no counter
                 return self.skipped.add(st.counter) or []
             case TensorTile() if self.t.tensor_tiles:

@@ -203,7 +203,10 @@ class LastGang:
     `when` holds (a run-time condition on the sizes and the chunk); the separate kernel
     `kernel` (the same fold for every frame) runs where it does not.  A target prints it
     where it has device-wide atomics and memory fences (Target.last_gang); the others skip
-    it and always run `kernel`.  The counts read `kernel`, not `body`."""
+    it and always run `kernel`.  The counts read `kernel`, not `body`.  Where the token axis
+    is read from data, `count` is the frame's own number of partials and a frame may have
+    none: the outputs named in `zero` are then zero-filled before the kernel (where `when`
+    holds), which is a frame's result when no gang folds it."""
     counter: str
     index: tuple
     count: object
@@ -212,6 +215,7 @@ class LastGang:
     body: tuple
     note: str = ""
     otherwise: object = None   # ¬when, as relations (the condition `kernel` carries: Kernel.unfolded)
+    zero: tuple = ()           # outputs zero-filled before the kernel where `when` holds
 
 
 @dataclass(frozen=True, slots=True)

@@ -201,7 +201,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
                              "targets with tile instructions run it, the others the passes it holds")
     gang_body = (LetIndex(cn, sp.Min(C, Nd - g * C)),) + passes
     G2 = G if Nd is N else sp.ceiling(Nd / C)        # the partials that exist
-    lastg = _last_gang_fold(ctx, at, Nd, N, gang_frame, gang_ext, members, frame, rest, rest_ext, G2,
+    lastg = _last_gang_fold(ctx, at, Nd, N, gang_frame, gang_ext, members, frame, rest, rest_ext, G, G2,
                             len(ctx.kernels) + 2)
     if isinstance(lastg, str):
         if lastg.startswith("fewer frames"):        # a fold that only the frame count declines
@@ -289,7 +289,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
                               domain2, nest2, None if isinstance(lastg, str) else lastg.otherwise))
 
 
-def _last_gang_fold(ctx, at: SoftmaxContraction, Nd, N, gang_frame, gang_ext, members, frame, rest, rest_ext, G2,
+def _last_gang_fold(ctx, at: SoftmaxContraction, Nd, N, gang_frame, gang_ext, members, frame, rest, rest_ext, G, G2,
                     k2: int):
     """The combine placed in the partials kernel: the last gang of a frame (a KV group's
     heads) to store its partial folds the frame's partials, where the frame has at most
@@ -301,8 +301,6 @@ def _last_gang_fold(ctx, at: SoftmaxContraction, Nd, N, gang_frame, gang_ext, me
     advance in one pass.  Returns the LastGang, or why there is none."""
     if ctx.target.lanes == "simd":
         return "the target's lanes are SIMD slots"
-    if Nd is not N:
-        return "the token axis is read from data: a frame may have no partial at all"
     if at.rows:
         return f"it also writes {', '.join(r.name for r in at.rows)}"
     if len(rest) != 1 or not sp.sympify(rest_ext[0]).is_Integer:
@@ -353,19 +351,27 @@ def _last_gang_fold(ctx, at: SoftmaxContraction, Nd, N, gang_frame, gang_ext, me
              + (Loop(q, G2, "seq", tuple(step), note=f"the partials in sequence: Z and {M}×{R} sums per lane"),)
              + tuple(stores),
              note=f"lanes over the output axis: {rest[0].name} = {VECTOR}·k + v, k < {R} (coalesced reads of o_part)"))
-    when = sp.And(sp.GreaterThan(G2, 1), sp.LessThan(G2, FOLD_MAX), sp.GreaterThan(frames, FOLD_MIN_FRAMES))
-    otherwise = sp.Or(sp.StrictLessThan(frames, FOLD_MIN_FRAMES), sp.StrictGreaterThan(G2, FOLD_MAX),
-                      sp.StrictLessThan(G2, 1), evaluate=False)      # ¬when, as relations C prints
+    # G, the chunks of the axis's bound, bounds every frame's partials G2 (G2 = G but where the
+    # token axis is read from data), so that the host can decide for all frames at once
+    when = sp.And(sp.GreaterThan(G, 1), sp.LessThan(G, FOLD_MAX), sp.GreaterThan(frames, FOLD_MIN_FRAMES))
+    otherwise = sp.Or(sp.StrictLessThan(frames, FOLD_MIN_FRAMES), sp.StrictGreaterThan(G, FOLD_MAX),
+                      sp.StrictLessThan(G, 1), evaluate=False)      # ¬when, as relations C prints
+    ragged = Nd is not N      # a frame's own partials: ⌈Nd/chunk⌉, none where Nd = 0
+    if ragged:
+        ctx.notes.append(f"the fold of a frame in the partials kernel: its gangs count to its own "
+                         f"{fmt_index(G2)} partials, and {at.out.name} is zero-filled before the kernel for the "
+                         f"frames with no tokens, which no gang folds")
     ctx.notes.append(f"combine placement: on targets with device-wide atomics and fences (cuda) the last gang of a "
-                     f"frame to store its partial folds the frame's partials where {fmt_index(G2)} ≤ {FOLD_MAX} and the "
+                     f"frame to store its partial folds the frame's partials where {fmt_index(G)} ≤ {FOLD_MAX} and the "
                      f"frames number at least {FOLD_MIN_FRAMES} (the "
                      f"partials kernel's `last` level; a counter per frame in the scratch buffer done, zeroed before "
                      f"the kernel) and kernel k{k2}_combine runs only otherwise; on the others (openacc) k{k2}_combine "
                      "always runs")
     return LastGang("@done", ctr_idx, G2, when, f"k{k2}_combine", body,
                     note=f"the last of the frame's {fmt_index(G2)} gangs folds its partials where "
-                         f"{fmt_index(G2)} ≤ {FOLD_MAX} and {fmt_index(frames)} ≥ {FOLD_MIN_FRAMES}: {M} heads × {dv} "
-                         f"outputs, lanes over {rest[0].name}", otherwise=otherwise)
+                         f"{fmt_index(G)} ≤ {FOLD_MAX} and {fmt_index(frames)} ≥ {FOLD_MIN_FRAMES}: {M} heads × {dv} "
+                         f"outputs, lanes over {rest[0].name}" + (f"; {at.out.name} zero-filled first" if ragged else ""),
+                    otherwise=otherwise, zero=(at.out.name,) if ragged else ())
 
 
 def over_z(o):
