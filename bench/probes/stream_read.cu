@@ -1,0 +1,111 @@
+/* Probe only, not the product path: how fast one-warp blocks stream a decode step's K and V
+ * into shared memory on this GPU, by the copy instruction, with no arithmetic beside it.
+ * Each block streams its own contiguous slices of K and of V, STEP bytes of each a step,
+ * through S shared stages, and folds what lands into one word (so nothing is optimised away).
+ *   kind 0: cp.async.cg of 16 bytes a lane (what moac's tile kernels print)
+ *   kind 1: cp.async.bulk of the step's STEP bytes of K and of V by lane 0, an mbarrier a stage
+ * Built: nvcc -O3 -arch=sm_90a -Xcompiler -fPIC -shared -o stream_read.so stream_read.cu
+ * Run: bench/probes/stream_read.py. */
+#include <cstdint>
+#include <cuda_runtime.h>
+
+static __device__ __forceinline__ unsigned smem(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+template <int STEP, int S>
+__global__ void __launch_bounds__(32) rd_cpasync(const unsigned char *K, const unsigned char *V, long long slice,
+                                                 unsigned *sink)
+{
+    extern __shared__ __align__(128) unsigned char st[];          /* S stages of 2·STEP bytes */
+    const int lane = threadIdx.x;
+    const unsigned char *k = K + blockIdx.x * slice, *v = V + blockIdx.x * slice;
+    const long long steps = slice / STEP;
+    auto issue = [&](long long i) {
+        unsigned char *d = st + (i % S) * 2 * STEP;
+#pragma unroll
+        for (int j = 0; j < STEP / 16 / 32; ++j) {
+            const int o = 16 * (lane + 32 * j);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(smem(d + o)), "l"(k + i * STEP + o) : "memory");
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(smem(d + STEP + o)), "l"(v + i * STEP + o) : "memory");
+        }
+    };
+    unsigned acc = 0;
+    for (int s = 0; s < S - 1; ++s) { if (s < steps) issue(s); asm volatile("cp.async.commit_group;" ::: "memory"); }
+    for (long long i = 0; i < steps; ++i) {
+        if (i + S - 1 < steps) issue(i + S - 1);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        asm volatile("cp.async.wait_group %0;" :: "n"(S - 1) : "memory");
+        __syncwarp();
+        const uint4 *d = reinterpret_cast<const uint4 *>(st + (i % S) * 2 * STEP);
+#pragma unroll
+        for (int j = 0; j < 2 * STEP / 16 / 32; ++j) { const uint4 w = d[lane + 32 * j]; acc ^= w.x ^ w.y ^ w.z ^ w.w; }
+        __syncwarp();
+    }
+    if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
+}
+
+template <int STEP, int S>
+__global__ void __launch_bounds__(32) rd_bulk(const unsigned char *K, const unsigned char *V, long long slice,
+                                              unsigned *sink)
+{
+    extern __shared__ __align__(128) unsigned char st[];
+    __shared__ __align__(8) unsigned long long bar[S];
+    const int lane = threadIdx.x;
+    const unsigned char *k = K + blockIdx.x * slice, *v = V + blockIdx.x * slice;
+    const long long steps = slice / STEP;
+    if (lane == 0)
+        for (int s = 0; s < S; ++s) asm volatile("mbarrier.init.shared.b64 [%0], 1;" :: "r"(smem(&bar[s])) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    __syncwarp();
+    auto issue = [&](long long i) {
+        if (lane != 0) return;
+        const int s = (int)(i % S);
+        unsigned char *d = st + s * 2 * STEP;
+        asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" :: "r"(smem(&bar[s])), "r"(2 * STEP) : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     :: "r"(smem(d)), "l"(k + i * STEP), "r"(STEP), "r"(smem(&bar[s])) : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     :: "r"(smem(d + STEP)), "l"(v + i * STEP), "r"(STEP), "r"(smem(&bar[s])) : "memory");
+    };
+    unsigned acc = 0;
+    for (int s = 0; s < S - 1; ++s) if (s < steps) issue(s);
+    for (long long i = 0; i < steps; ++i) {
+        if (i + S - 1 < steps) issue(i + S - 1);
+        const int s = (int)(i % S);
+        const unsigned phase = (unsigned)((i / S) & 1);
+        unsigned done = 0;
+        while (!done)
+            asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                         : "=r"(done) : "r"(smem(&bar[s])), "r"(phase) : "memory");
+        const uint4 *d = reinterpret_cast<const uint4 *>(st + s * 2 * STEP);
+#pragma unroll
+        for (int j = 0; j < 2 * STEP / 16 / 32; ++j) { const uint4 w = d[lane + 32 * j]; acc ^= w.x ^ w.y ^ w.z ^ w.w; }
+        __syncwarp();
+    }
+    if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
+}
+
+template <int STEP, int S>
+static int go(int kind, const void *K, const void *V, long long bytes, int blocks, unsigned *sink, cudaStream_t st)
+{
+    const long long slice = bytes / blocks;
+    const size_t sm = (size_t)S * 2 * STEP;
+    if (kind == 0) {
+        cudaFuncSetAttribute(rd_cpasync<STEP, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+        rd_cpasync<STEP, S><<<blocks, 32, sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
+    } else {
+        cudaFuncSetAttribute(rd_bulk<STEP, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+        rd_bulk<STEP, S><<<blocks, 32, sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
+    }
+    return (int)cudaGetLastError();
+}
+
+/* bytes: of K (and of V); blocks must divide it into slices of whole steps */
+extern "C" int stream_read(int kind, int step, int stages, const void *K, const void *V, long long bytes, int blocks,
+                           unsigned *sink, void *stream)
+{
+    cudaStream_t st = (cudaStream_t)stream;
+#define CASE(P, Q) if (step == P && stages == Q) return go<P, Q>(kind, K, V, bytes, blocks, sink, st);
+    CASE(4096, 2) CASE(4096, 3) CASE(4096, 4) CASE(8192, 2) CASE(8192, 3) CASE(16384, 2) CASE(16384, 3)
+#undef CASE
+    return -1;
+}
