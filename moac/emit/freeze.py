@@ -26,7 +26,14 @@ PAIRED = ("f8e4m3", "f8e5m2")   # unpacked in pairs: a GPU converts two fp8 to t
 from . import cir
 
 def gamma_c(index: tuple, shape: tuple):
-    """γ(index; shape) as C, in the same order as gamma_text."""
+    """γ(index; shape) as C, in the same order as gamma_text, with a pair of adjacent
+    components (⌊x ÷ n⌋, x mod n) over an axis of extent n printed as x on the second (the
+    γ of γ′ of a reshaped array read in its own order: ⌊x ÷ n⌋·n + x mod n = x)."""
+    index = [sp.sympify(i) for i in index]
+    for k in range(len(index) - 1):
+        x, n = index[k + 1].args if isinstance(index[k + 1], sp.Mod) else (None, None)
+        if x is not None and sp.sympify(n) == sp.sympify(shape[k + 1]) and index[k] == sp.floor(x / n):
+            index[k], index[k + 1] = sp.Integer(0), x
     out = None
     for k, i in enumerate(index):
         i = sp.sympify(i)

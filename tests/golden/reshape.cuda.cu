@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(32) moac_reshape_k1_flat(const float *__restri
             const int64_t i_v = moac_lane;
             int64_t i_ = 32 * i_g + i_v;
             if (i_ < m_ * n_) {
-                flat_[i_] = A_[i_ / m_ * m_ + i_ % m_];
+                flat_[i_] = A_[i_];
             }
         }
         __syncwarp();
@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(32) moac_reshape_k2_swap(const float *__restri
             const int64_t j_v = moac_lane;
             int64_t j_ = 32 * j_g + j_v;
             if (j_ < n_) {
-                swap_[i_ * n_ + j_] = A_[(j_ + i_ * n_) / m_ * m_ + (j_ + i_ * n_) % m_];
+                swap_[i_ * n_ + j_] = A_[j_ + i_ * n_];
             }
         }
         __syncwarp();
@@ -164,7 +164,7 @@ __global__ void __launch_bounds__(32) moac_reshape_k1_flat_i32(const float *__re
             const int32_t i_v = moac_lane;
             int32_t i_ = 32 * i_g + i_v;
             if (i_ < m_ * n_) {
-                flat_[i_] = A_[i_ / m_ * m_ + i_ % m_];
+                flat_[i_] = A_[i_];
             }
         }
         __syncwarp();
@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(32) moac_reshape_k2_swap_i32(const float *__re
             const int32_t j_v = moac_lane;
             int32_t j_ = 32 * j_g + j_v;
             if (j_ < n_) {
-                swap_[i_ * n_ + j_] = A_[(j_ + i_ * n_) / m_ * m_ + (j_ + i_ * n_) % m_];
+                swap_[i_ * n_ + j_] = A_[j_ + i_ * n_];
             }
         }
         __syncwarp();

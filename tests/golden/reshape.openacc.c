@@ -107,7 +107,7 @@ int moac_reshape_device(const float *restrict A_, const float *restrict x_, floa
                 for (int32_t i_v = 0; i_v < 32; ++i_v) {  /* vector lanes: i = i_g·32 + i_v */
                     int32_t i_ = 32 * i_g + i_v;
                     if (i_ < m_ * n_) {
-                        flat_[i_] = A_[i_ / m_ * m_ + i_ % m_];
+                        flat_[i_] = A_[i_];
                     }
                 }
             }
@@ -119,7 +119,7 @@ int moac_reshape_device(const float *restrict A_, const float *restrict x_, floa
                     for (int32_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                         int32_t j_ = 32 * j_g + j_v;
                         if (j_ < n_) {
-                            swap_[i_ * n_ + j_] = A_[(j_ + i_ * n_) / m_ * m_ + (j_ + i_ * n_) % m_];
+                            swap_[i_ * n_ + j_] = A_[j_ + i_ * n_];
                         }
                     }
                 }
@@ -162,7 +162,7 @@ int moac_reshape_device(const float *restrict A_, const float *restrict x_, floa
             for (int64_t i_v = 0; i_v < 32; ++i_v) {  /* vector lanes: i = i_g·32 + i_v */
                 int64_t i_ = 32 * i_g + i_v;
                 if (i_ < m_ * n_) {
-                    flat_[i_] = A_[i_ / m_ * m_ + i_ % m_];
+                    flat_[i_] = A_[i_];
                 }
             }
         }
@@ -174,7 +174,7 @@ int moac_reshape_device(const float *restrict A_, const float *restrict x_, floa
                 for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                     int64_t j_ = 32 * j_g + j_v;
                     if (j_ < n_) {
-                        swap_[i_ * n_ + j_] = A_[(j_ + i_ * n_) / m_ * m_ + (j_ + i_ * n_) % m_];
+                        swap_[i_ * n_ + j_] = A_[j_ + i_ * n_];
                     }
                 }
             }

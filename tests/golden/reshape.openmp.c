@@ -69,7 +69,7 @@ int moac_reshape_with_workspace(const float *restrict A_, const float *restrict 
         for (int64_t i_v = 0; i_v < 32; ++i_v) {  /* vector lanes: i = i_g·32 + i_v */
             int64_t i_ = 32 * i_g + i_v;
             if (i_ < m_ * n_) {
-                flat_[i_] = A_[i_ / m_ * m_ + i_ % m_];
+                flat_[i_] = A_[i_];
             }
         }
     }
@@ -81,7 +81,7 @@ int moac_reshape_with_workspace(const float *restrict A_, const float *restrict 
             for (int64_t j_v = 0; j_v < 32; ++j_v) {  /* vector lanes: j = j_g·32 + j_v */
                 int64_t j_ = 32 * j_g + j_v;
                 if (j_ < n_) {
-                    swap_[i_ * n_ + j_] = A_[(j_ + i_ * n_) / m_ * m_ + (j_ + i_ * n_) % m_];
+                    swap_[i_ * n_ + j_] = A_[j_ + i_ * n_];
                 }
             }
         }
