@@ -16,6 +16,7 @@ import sympy as sp
 from sympy.core.function import AppliedUndef
 
 from .dnf.ir import DConst, DIndex, DOp, DRead, DReduce, DSelect, fmt_num, format_expr
+from .front.data import Distinct
 
 MARK = "\x01"       # where a long display may break: before an operator at brace depth 0
 
@@ -180,6 +181,8 @@ def index(e, prec: int = 0) -> str:
         return _par(rf"{index(e.args[0], 2)} \bmod {index(e.args[1], 2)}", prec >= 1)
     if isinstance(e, (sp.Min, sp.Max)):
         return _join([r"\min" if isinstance(e, sp.Min) else r"\max", "(", ", ".join(index(a) for a in e.args), ")"])
+    if isinstance(e, Distinct):                         # a scatter's keys pairwise distinct: distinct⟨k₀ k₁⟩
+        return r"\operatorname{distinct}" + vec(e.args)
     if isinstance(e, AppliedUndef):                     # an element of an integer input: ⟨b⟩ψlens
         return read(e.func.__name__, e.args)
     if isinstance(e, sp.Sum):

@@ -15,7 +15,7 @@ import sympy as sp
 from moac import cli
 from moac.dnf import DConst, DIndex, DOp, DRead, DReduce, DSelect
 from moac.dnf.ir import index_var
-from moac.front.data import read_term
+from moac.front.data import Distinct, read_term
 from moac.latex_math import MARK, count, expr, index, moa, name, text
 
 from conftest import EXAMPLES, ROOT, sym
@@ -69,6 +69,10 @@ def test_index_expressions_in_moa_notation():
     assert vec == r"\langle \lfloor i \div g\rfloor\;(j \bmod \mathit{page})\;(-i + n - 1)\rangle\psi K"
     for e in (sp.floor(i / g), sp.ceiling(n / chunk), sp.Mod(j, page), sp.Min(n, m), sp.Max(n, m)):
         assert not re.search(r"(?<![\\a-z])(floor|ceiling|Mod|Min|Max)", index(e)), index(e)
+    # a scatter's condition: its keys pairwise distinct, as the dumps print distinct⟨…⟩
+    key = Distinct(read_term("table", (sym("b"), sp.floor(j / page))), sp.Mod(j, page))
+    assert index(key) == (r"\operatorname{distinct}\langle \langle b\;\lfloor j \div \mathit{page}\rfloor\rangle"
+                          r"\psi \mathit{table}\;(j \bmod \mathit{page})\rangle")
 
 
 def test_counts_break_between_terms():
