@@ -14,6 +14,7 @@ import sympy as sp
 
 import moac
 from conftest import EXAMPLES, check_dnf
+from test_ragged_paged import paged_inputs as pool_inputs
 
 STEP = EXAMPLES / "decode_paged_step.moa"
 TARGETS = ("c", "openmp", "openacc")
@@ -157,13 +158,9 @@ def test_moac_check_passes_on_the_paged_step():
 # --------------------------------------------------------------------------- the paged step against SDPA
 
 def paged_inputs(rng, B, hq, hkv, d, page, maxp, lens):
-    P = 2 * B * maxp + 1
-    return dict(Q=rng.standard_normal((B, hq, d)).astype(np.float32),
-                Kp=rng.standard_normal((P, page, hkv, d)).astype(np.float32),
-                Vp=rng.standard_normal((P, page, hkv, d)).astype(np.float32),
-                table=rng.permutation(P)[:B * maxp].reshape(B, maxp).astype(np.int32),
-                lens=np.asarray(lens, dtype=np.int32),
-                k=rng.standard_normal((B, hkv, d)).astype(np.float32),
+    """The paged decode's inputs (test_ragged_paged.paged_inputs) and each sequence's new k and v."""
+    a = pool_inputs(rng, B, hq, hkv, d, page, maxp, lens)
+    return dict(a, k=rng.standard_normal((B, hkv, d)).astype(np.float32),
                 v=rng.standard_normal((B, hkv, d)).astype(np.float32))
 
 
