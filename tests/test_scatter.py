@@ -51,13 +51,17 @@ def test_a_selection_one_to_one_in_its_variables_needs_no_run_time_check(line, w
     assert "distinct" not in dnf
 
 
-def test_a_reshaped_selection_is_checked_when_it_runs():
-    """⟨⌊i÷m⌋ (i mod m)⟩ is one-to-one, but not in one variable per component: the
-    condition stays (and holds)."""
+def test_a_reshaped_selection_needs_no_check():
+    """⟨⌊i÷m⌋ (i mod m)⟩ is one-to-one in i (the pair of a reshape, γ′ of i): no condition
+    to check when it runs, as for a transpose; a pair that reads data keeps its check (the
+    paged step's)."""
     p = moac.parse(HEAD + "update ⟨(n × m)⟩ ρ X ← ⟨(n × m)⟩ ρ ⍉ Y\n")
-    assert "require distinct⟨⌊i÷m⌋ (i mod m)⟩    for i < m·n" in str(p.dnf())
+    dnf = str(p.dnf())
+    assert "update  ⟨⌊i÷m⌋ (i mod m)⟩ψX = ⟨(i mod m) ⌊i÷m⌋⟩ψY    for i < m·n" in dnf and "distinct" not in dnf
     a = small()
     np.testing.assert_array_equal(p.evaluate(**a)["X"], a["Y"].T)
+    step = str(moac.load(STEP).dnf())      # (⌊lens[b] ÷ page⌋, lens[b] mod page) through the table: data decide
+    assert "require distinct⟨⟨b ⌊⟨b⟩ψlens÷page⌋⟩ψtable (⟨b⟩ψlens mod page)⟩    for b < B" in step
 
 
 def test_paged_step_dnf_appends_one_row_per_sequence_and_attends_over_lens_plus_one():

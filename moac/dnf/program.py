@@ -71,17 +71,22 @@ def scatter_conditions(program: C.CoreProgram) -> tuple:
         syms = [sp.sympify(a).free_symbols & set(vars_) for a in at]
         own = {}                     # component -> its variable, where it is one-to-one in a variable of its own
 
-        def one_to_one(k: int, a) -> bool:
-            if len(syms[k]) != 1 or has_data(a):
+        def one_to_one(ks: tuple, a) -> bool:
+            """Whether a, the value of components ks, is one-to-one in a variable no other component uses."""
+            if len(syms[ks[0]]) != 1 or has_data(a):
                 return False
-            (v,) = syms[k]
-            if any(v in f for j, f in enumerate(syms) if j != k):
+            (v,) = syms[ks[0]]
+            if any(v in f for j, f in enumerate(syms) if j not in ks):
                 return False
             slope = sp.expand(a).coeff(v)
             return sp.expand(a - slope * v).free_symbols.isdisjoint(vars_) and slope.is_nonzero is True
         for k, a in enumerate(at):
-            if one_to_one(k, a):             # i, n − 1 − i (a reverse), i + n (a drop)
+            if one_to_one((k,), a):          # i, n − 1 − i (a reverse), i + n (a drop)
                 own[k] = next(iter(syms[k]))
+        for k in range(len(at) - 1):         # (⌊x ÷ n⌋, x mod n), a reshape: one-to-one where x is
+            x, n = at[k + 1].args if isinstance(at[k + 1], sp.Mod) else (None, None)
+            if x is not None and k not in own and sp.sympify(at[k]) == sp.floor(x / n) and one_to_one((k, k + 1), x):
+                own[k] = own[k + 1] = next(iter(syms[k + 1]))
         key = tuple(a for k, a in enumerate(at) if k not in own)
         over = tuple((v, n) for v, n in zip(vars_, node.shape) if v not in own.values())
         if over:
