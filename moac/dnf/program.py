@@ -15,6 +15,7 @@ from ..front.data import Distinct, has_data
 from .form import DNF
 from .ir import DRead, DStmt, TraceStep, fmt_vec, format_expr
 from .passes import pull_factors
+from .walk import divmod_pair
 from .rules import _Ctx, _share_temporaries, _whole, psi_reduce
 from .verify import verify_dnf
 from .walk import reads
@@ -84,8 +85,8 @@ def scatter_conditions(program: C.CoreProgram) -> tuple:
             if one_to_one((k,), a):          # i, n − 1 − i (a reverse), i + n (a drop)
                 own[k] = next(iter(syms[k]))
         for k in range(len(at) - 1):         # (⌊x ÷ n⌋, x mod n), a reshape: one-to-one where x is
-            x, n = at[k + 1].args if isinstance(at[k + 1], sp.Mod) else (None, None)
-            if x is not None and k not in own and sp.sympify(at[k]) == sp.floor(x / n) and one_to_one((k, k + 1), x):
+            pair = divmod_pair(at[k], at[k + 1])
+            if pair is not None and k not in own and one_to_one((k, k + 1), pair[0]):
                 own[k] = own[k + 1] = next(iter(syms[k + 1]))
         key = tuple(a for k, a in enumerate(at) if k not in own)
         over = tuple((v, n) for v, n in zip(vars_, node.shape) if v not in own.values())

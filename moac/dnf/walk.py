@@ -152,3 +152,12 @@ def factor_list(e, num: list, den: list):
         case _:
             num.append(e)
     return num, den
+
+
+def divmod_pair(hi, lo):
+    """(x, n) where adjacent index components are (⌊x ÷ n⌋, x mod n), the pair a reshape's γ′
+    gives a flat index x over an axis of extent n (one-to-one in x; γ gives x back), else None."""
+    lo = sp.sympify(lo)
+    if isinstance(lo, sp.Mod) and sp.sympify(hi) == sp.floor(lo.args[0] / lo.args[1]):
+        return lo.args[0], lo.args[1]
+    return None

@@ -16,6 +16,7 @@ from sympy.core.function import AppliedUndef
 from .. import ops
 from ..errors import RewriteError
 from ..dtypes import BYTES, CTYPE, OUTPUT_STORAGE, WIDENED
+from ..dnf.walk import divmod_pair
 from ..front.data import INDEX_DTYPES
 from ..schedule.index import gamma
 from ..schedule.ir import (Const, Guard, IndexValue, LastGang, Let, LetIndex, Local, Loop, Op, Read, Schedule, Scope,
@@ -26,14 +27,13 @@ PAIRED = ("f8e4m3", "f8e5m2")   # unpacked in pairs: a GPU converts two fp8 to t
 from . import cir
 
 def gamma_c(index: tuple, shape: tuple):
-    """γ(index; shape) as C, in the same order as gamma_text, with a pair of adjacent
-    components (⌊x ÷ n⌋, x mod n) over an axis of extent n printed as x on the second (the
-    γ of γ′ of a reshaped array read in its own order: ⌊x ÷ n⌋·n + x mod n = x)."""
+    """γ(index; shape) as C, in the same order as gamma_text; a reshape's pair (⌊x ÷ n⌋, x mod n)
+    over an axis of extent n is printed as x on the second component (γ of γ′ is the identity)."""
     index = [sp.sympify(i) for i in index]
     for k in range(len(index) - 1):
-        x, n = index[k + 1].args if isinstance(index[k + 1], sp.Mod) else (None, None)
-        if x is not None and sp.sympify(n) == sp.sympify(shape[k + 1]) and index[k] == sp.floor(x / n):
-            index[k], index[k + 1] = sp.Integer(0), x
+        pair = divmod_pair(index[k], index[k + 1])
+        if pair is not None and sp.sympify(pair[1]) == sp.sympify(shape[k + 1]):
+            index[k], index[k + 1] = sp.Integer(0), pair[0]
     out = None
     for k, i in enumerate(index):
         i = sp.sympify(i)
