@@ -72,9 +72,9 @@ def test_only_cuda_prints_tile_instructions_the_others_the_lane_passes(tmp_path)
     prog = moac.load(bf16("decode_gqa_batched", tmp_path))
     cu = prog.c_source(target="cuda", sizes=GQA)
     assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in cu
-    # bf16 at d = 128: two shared stages, the loop unrolled twice; per kernel (both index widths) the
-    # first step's copies and one in each unrolled step, a stage read in each unrolled step
-    assert cu.count("moac_tile_copy<") == 2 * (1 + 2) and cu.count("moac_tile_read(moac_ta") == 2 * 2
+    # three shared stages, the loop unrolled three times; per kernel (both index widths) the first two
+    # steps' copies and one in each unrolled step, a stage read in each unrolled step
+    assert cu.count("moac_tile_copy<") == 2 * (2 + 3) and cu.count("moac_tile_read(moac_ta") == 2 * 3
     assert "if ((uintptr_t)K_ % 16 != 0)" in cu and "if ((uintptr_t)Q_ % 16 != 0)" in cu
     for target in ("openacc", "openmp", "c"):
         src = prog.c_source(target=target, sizes=GQA)
@@ -147,13 +147,13 @@ def test_the_printed_tile_binds_row_token_and_score():
     lines = [ln.strip() for ln in text.splitlines()]
     assert "const int32_t moac_row = moac_live ? moac_tr : 0;" in lines
     assert "moac_tile_q<64, 2>(moac_qa, Q_ + (moac_row * 64), moac_live, moac_tc);" in lines
-    # 8-bit storage at d = 64: 2 KB a step, 5 stages (4 steps, 8 KB, on their way), the loop unrolled 5 times
+    # three stages (two steps on their way), the loop unrolled three times
     S = tiles.stages(t)
-    assert S == 5 and "moac_kv_tile<64, 64, 2> moac_ta;" in lines
+    assert S == 3 and "moac_kv_tile<64, 64, 2> moac_ta;" in lines
     # the rows of a step's copy: the chunk's token t (clamped to its last) through the program's offsets
     assert "[&](int moac_t) { const int32_t moac_tok = moac_t0 + min((int32_t)(0 + moac_t), moac_tn - 1); " \
            "return K_ + (moac_tok * 64); }," in lines
-    assert "[&](int moac_t) { const int32_t moac_tok = moac_t0 + min((int32_t)(moac_j + 16 + 64 + moac_t), moac_tn - 1); " \
+    assert "[&](int moac_t) { const int32_t moac_tok = moac_t0 + min((int32_t)(moac_j + 16 + 32 + moac_t), moac_tn - 1); " \
            "return V_ + (moac_tok * 64); }, moac_lane);" in lines
     assert lines.count("moac_x[3] = moac_u < moac_tn ? moac_sv * 0.125f : -INFINITY;") == S
     # the weight's read of each score travels with the step's copies, in the registers of its stage
@@ -178,14 +178,16 @@ def _tile(dk: int, dv: int, storage: str, monkeypatch) -> str:
     return tiles.render(t, "int32_t")
 
 
-@pytest.mark.parametrize("dk, dv, storage, S", [(128, 128, "bf16", 2), (128, 128, "f16", 2), (128, 64, "f16", 3),
-                                               (64, 64, "bf16", 3), (128, 128, "f8e4m3", 3), (64, 64, "f8e5m2", 5)])
-def test_a_warp_keeps_8_kb_of_steps_on_their_way_in_shared_stages(dk, dv, storage, S, monkeypatch):
+@pytest.mark.parametrize("dk, dv, storage", [(128, 128, "bf16"), (128, 128, "f16"), (128, 64, "f16"),
+                                            (64, 64, "bf16"), (128, 128, "f8e4m3"), (64, 64, "f8e5m2")])
+def test_a_warp_keeps_two_steps_on_their_way_in_shared_stages(dk, dv, storage, monkeypatch):
     """A step's K and V rows take 16·(dk + dv) elements; a warp keeps the step it computes and
-    enough steps copied ahead (cp.async) for AHEAD_BYTES, 1 + ⌈8192 / step bytes⌉ stages."""
+    STEPS_AHEAD = 2 copied ahead (cp.async), 3 stages (the gang count follows the step's
+    bytes instead: Target.gang_target)."""
     t = cir.Tile("", 4, dk, dv, "Q_", "K_", "V_", ("m", "z", "o"), 0, 0, 0, 0, 0, 0, "r", "l", 0, 0, 0, storage)
-    assert tiles.step_bytes(t) == 16 * (dk + dv) * (2 if storage in ("bf16", "f16") else 1) and tiles.AHEAD_BYTES == 8192
-    assert tiles.stages(t) == S
+    assert tiles.step_bytes(t) == 16 * (dk + dv) * (2 if storage in ("bf16", "f16") else 1)
+    S = 3
+    assert tiles.STEPS_AHEAD == 2 and tiles.stages(t) == S
     lines = [ln.strip() for ln in _tile(dk, dv, storage, monkeypatch).splitlines()]
     st = tiles.ST[storage]
     assert f"__shared__ __align__(16) unsigned char moac_stage[{S}][moac_stage_geom<{dk}, {dv}, {st}>::BYTES];" \
@@ -219,23 +221,32 @@ def test_the_tiled_cuda_compiles_with_nvcc_without_spilling(tmp_path):
 
 def test_the_gang_target_of_tile_kernels_is_target_data(tmp_path, monkeypatch):
     """cuda's chunk choice aims for Target.tile_gangs where the kernels have tiles whose chunks
-    all hold the same tokens (MOAC_CUDA_TILE_GANGS sets another count), for Target.gangs elsewhere."""
+    all hold the same tokens, fewer where tile_wave_bytes of steps ask for fewer, longer
+    streams (8 KB steps: 512), twice tile_gangs where the chunks are uneven, Target.gangs
+    elsewhere; tile chunks may hold up to 8192 tokens."""
     import dataclasses
     from moac.targets import get_target
     cu = get_target("cuda")
     # about one wave of the tile kernels' one-warp blocks (8 a multiprocessor, 132 of them on an H200)
     assert cu.tile_gangs == 1024 and cu.gang_target(True) == 1024 and cu.gang_target(False) == cu.gangs == 4096
-    assert cu.gang_target(True, even=False) == 2048            # uneven chunks: two waves
-    assert dataclasses.replace(cu, tile_gangs=0).gang_target(True) == cu.gangs
+    assert cu.tile_wave_bytes == 4 << 20 and cu.gang_target(True, True, 8192) == 512      # bf16 at d = 128
+    assert cu.gang_target(True, True, 4096) == 1024 and cu.gang_target(True, True, 2048) == 1024   # not above one wave
+    assert cu.gang_target(True, even=False, step_bytes=8192) == 2048                      # uneven chunks: two waves
+    assert dataclasses.replace(cu, tile_gangs=0).gang_target(True, True, 8192) == cu.gangs
     assert dataclasses.replace(get_target("openacc"), tile_gangs=1024).gang_target(True) == get_target("openacc").gangs
-    tiled = moac.load(bf16("decode_gqa_batched", tmp_path)).c_source(target="cuda", sizes=GQA)
-    assert "about 1024 gangs in all" in tiled
+    assert cu.chunk_ceiling(True) == 8192 and cu.chunk_ceiling(False) == get_target("openacc").chunk_ceiling(True) == 1024
+    tiled = moac.load(bf16("decode_gqa_batched", tmp_path))
+    assert tiled.onf(target="cuda", sizes=GQA).schedule.tile_step_bytes == 16 * 256 * 2
+    src = tiled.c_source(target="cuda", sizes=GQA)
+    assert "about 512 gangs in all" in src and "while (c < want && c < 8192) c *= 2;" in src
+    fp8 = moac.load(ROOT / "examples" / "decode_gqa_fp8.moa").c_source(target="cuda", sizes=GQA)
+    assert "about 1024 gangs in all" in fp8
     plain = moac.load(bf16("decode_mha", tmp_path)).c_source(target="cuda", sizes=dict(dk=128, dv=128))
-    assert "about 4096 gangs in all" in plain
+    assert "about 4096 gangs in all" in plain and "while (c < want && c < 1024) c *= 2;" in plain
     # a ragged batch's chunks hold any number of tokens: one wave would leave them unbalanced
     ragged = moac.load(bf16("decode_ragged", tmp_path))
     assert not ragged.onf(target="cuda", sizes=GQA).schedule.even_tiles
-    assert moac.load(bf16("decode_gqa_batched", tmp_path)).onf(target="cuda", sizes=GQA).schedule.even_tiles
+    assert tiled.onf(target="cuda", sizes=GQA).schedule.even_tiles
     assert "about 2048 gangs in all" in ragged.c_source(target="cuda", sizes=GQA)
 
 

@@ -4,6 +4,8 @@
  * through S shared stages, and folds what lands into one word (so nothing is optimised away).
  *   kind 0: cp.async.cg of 16 bytes a lane (what moac's tile kernels print)
  *   kind 1: cp.async.bulk of the step's STEP bytes of K and of V by lane 0, an mbarrier a stage
+ *   kind 2: cp.async.bulk of each 256-byte row (a K or V row of d = 128 bf16) by the lanes in
+ *           turn, an mbarrier a stage (rows that need not be contiguous, as a page table's)
  * Built: nvcc -O3 -arch=sm_90a -Xcompiler -fPIC -shared -o stream_read.so stream_read.cu
  * Run: bench/probes/stream_read.py. */
 #include <cstdint>
@@ -43,7 +45,7 @@ __global__ void __launch_bounds__(32) rd_cpasync(const unsigned char *K, const u
     if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
 }
 
-template <int STEP, int S>
+template <int STEP, int S, bool ROWS>
 __global__ void __launch_bounds__(32) rd_bulk(const unsigned char *K, const unsigned char *V, long long slice,
                                               unsigned *sink)
 {
@@ -57,10 +59,20 @@ __global__ void __launch_bounds__(32) rd_bulk(const unsigned char *K, const unsi
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     __syncwarp();
     auto issue = [&](long long i) {
-        if (lane != 0) return;
         const int s = (int)(i % S);
         unsigned char *d = st + s * 2 * STEP;
-        asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" :: "r"(smem(&bar[s])), "r"(2 * STEP) : "memory");
+        if (lane == 0)
+            asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" :: "r"(smem(&bar[s])), "r"(2 * STEP) : "memory");
+        if (ROWS) {
+            __syncwarp();           /* the expected bytes before any row's completion */
+            for (int r = lane; r < 2 * STEP / 256; r += 32) {
+                const unsigned char *src = r < STEP / 256 ? k + i * STEP + 256 * r : v + i * STEP + 256 * (r - STEP / 256);
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], 256, [%2];"
+                             :: "r"(smem(d + 256 * r)), "l"(src), "r"(smem(&bar[s])) : "memory");
+            }
+            return;
+        }
+        if (lane != 0) return;
         asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                      :: "r"(smem(d)), "l"(k + i * STEP), "r"(STEP), "r"(smem(&bar[s])) : "memory");
         asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
@@ -92,9 +104,12 @@ static int go(int kind, const void *K, const void *V, long long bytes, int block
     if (kind == 0) {
         cudaFuncSetAttribute(rd_cpasync<STEP, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
         rd_cpasync<STEP, S><<<blocks, 32, sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
+    } else if (kind == 1) {
+        cudaFuncSetAttribute(rd_bulk<STEP, S, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+        rd_bulk<STEP, S, false><<<blocks, 32, sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
     } else {
-        cudaFuncSetAttribute(rd_bulk<STEP, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-        rd_bulk<STEP, S><<<blocks, 32, sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
+        cudaFuncSetAttribute(rd_bulk<STEP, S, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+        rd_bulk<STEP, S, true><<<blocks, 32, sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
     }
     return (int)cudaGetLastError();
 }

@@ -19,6 +19,7 @@ from ..dtypes import CTYPE
 from ..schedule.choices import CHUNK, CHUNKS_PER_FRAME, MIN_CHUNK
 from . import simd
 from . import cir
+from . import tiles
 from .freeze import INT_HELPERS, CUnit, mangle
 
 HELPERS = (
@@ -57,10 +58,19 @@ SIMD_MATH = (
     "#endif")
 
 
-def chunk_helper(gangs: int, lo: int = MIN_CHUNK) -> str:
+def _chunk_choice(unit, target) -> str:
+    """The unit's moac_chunk: the target's gang count and chunk bounds for its kernels (tensor-core
+    tiles, their chunks even or not, their steps' bytes)."""
+    tiled = "moac_tile" in unit.helpers
+    step = tiles.tile_step_bytes(unit.kernels + unit.kernels32) if tiled else 0
+    return chunk_helper(target.gang_target(tiled, "moac_tile_even" in unit.helpers, step), target.chunk_floor(tiled),
+                        target.chunk_ceiling(tiled))
+
+
+def chunk_helper(gangs: int, lo: int = MIN_CHUNK, hi: int = CHUNK) -> str:
     """moac_chunk, moac.schedule.choices.chunk_size in C, for a target aiming at `gangs` gangs
-    with chunks of at least `lo` tokens."""
-    hi, per = CHUNK, CHUNKS_PER_FRAME
+    with chunks of `lo` … `hi` tokens."""
+    per = CHUNKS_PER_FRAME
     return (f"/* tokens per gang for the split-K plan: the smallest power of two in {lo} ... {hi} that\n"
             f" * keeps at most {per} chunks per frame (the combine folds them with lanes over the chunks)\n"
             f" * and about {gangs} gangs in all (this target's choice) */\n"
@@ -278,7 +288,7 @@ def context(unit: CUnit, sig: Signature, target, helper_prefix: str | None = Non
     prologue = "\n".join(cir.stmts(unit.prologue, unit.ctype, indent=1))
     return dict(
         version=__version__, filename=unit.filename, target=unit.target, plan=unit.plan,
-        summary=unit.summary, device_entry=target.device_entry, helpers=HELPERS + ((SIMD_MATH,) if target.lanes == "simd" else ()) + (chunk_helper(target.gang_target("moac_tile" in unit.helpers, "moac_tile_even" in unit.helpers), target.chunk_floor("moac_tile" in unit.helpers)),) + (_helpers32() if unit.index_bits in (0, 32) else ())
+        summary=unit.summary, device_entry=target.device_entry, helpers=HELPERS + ((SIMD_MATH,) if target.lanes == "simd" else ()) + (_chunk_choice(unit, target),) + (_helpers32() if unit.index_bits in (0, 32) else ())
         + tuple(OPTIONAL_HELPERS[h] for h in unit.helpers), helper_prefix=helper_prefix or target.helper_prefix,
         model_macro=target.model_macro, header=target.header, device_malloc=target.device_malloc,
         device_free=target.device_free,

@@ -5,7 +5,7 @@ r and r + 8 (a head and its low half) and columns 2c, 2c + 1 of every accumulato
 Per 16 tokens a lane takes 2·dk/32 + 4·dv/64 words of 8 elements (K rows of tokens r and
 8 + r, V rows of tokens 2c, 2c + 1, 8 + 2c, 9 + 2c), then dk/8 score tiles and dv/8
 weighted-sum tiles.  The steps wait in S shared-memory stages a warp, copied there with
-cp.async S − 1 steps ahead, enough to keep AHEAD_BYTES on their way (`stages`); the
+cp.async S − 1 = STEPS_AHEAD steps ahead (`stages`); the
 per-token reads of the score and the weight (dequantisation scales) travel as far ahead in
 registers (`token_reads`).  No sympy here."""
 from __future__ import annotations
@@ -281,23 +281,28 @@ def _token(j: str, b: int, col: int, tok: str, itype: str, pad: str) -> list[str
             f"{pad}const {itype} {tok} = moac_t0 + (moac_u < moac_tn ? moac_u : moac_tn - 1);"]
 
 
+def _find(x, cls) -> list:
+    """The nodes of class cls in x (C IR, tuples and lists of it), outermost only, each once."""
+    found = []
+
+    def walk(y):
+        if isinstance(y, cls):
+            found.append(y) if y not in found else None
+        elif isinstance(y, (tuple, list)):
+            for z in y:
+                walk(z)
+        elif dataclasses.is_dataclass(y):
+            for f in dataclasses.fields(y):
+                walk(getattr(y, f.name))
+    walk(x)
+    return found
+
+
 def token_reads(t: cir.Tile) -> list:
     """The array reads of the score and the weight expressions (a token's dequantisation
     scales), each once, outermost only: they wait on memory as the K and V rows do, so the
     printed tile issues them with the step's copies, into registers of its stage."""
-    found = []
-
-    def walk(x):
-        if isinstance(x, cir.Load):
-            found.append(x) if x not in found else None
-        elif isinstance(x, tuple):
-            for y in x:
-                walk(y)
-        elif dataclasses.is_dataclass(x):
-            for f in dataclasses.fields(x):
-                walk(getattr(x, f.name))
-    walk((t.score, t.weight))
-    return found
+    return _find((t.score, t.weight), cir.Load)
 
 
 def _swap(x, table: dict):
@@ -350,7 +355,7 @@ def _row(t: cir.Tile, kv: int, tok: str, j: str, itype: str, e) -> tuple[str, st
     return f"const {itype} moac_tok = moac_t0 + min(({itype})({tok}), moac_tn - 1); ", f"{arr} + ({e(off)})"
 
 
-AHEAD_BYTES = 8192               # K and V bytes a warp keeps on their way, at least
+STEPS_AHEAD = 2                  # steps a warp keeps on their way while it computes one
 
 
 def step_bytes(t: cir.Tile) -> int:
@@ -358,18 +363,23 @@ def step_bytes(t: cir.Tile) -> int:
     return 16 * (t.dk + t.dv) * ESIZE[t.storage]
 
 
+def tile_step_bytes(kernels) -> int:
+    """The largest step (step_bytes) of the tiles in these C kernels, 0 where there are none."""
+    return max((step_bytes(t) for t in _find(kernels, cir.Tile)), default=0)
+
+
 def stages(t: cir.Tile) -> int:
-    """The shared-memory stages of a warp: the step being computed and enough steps on their
-    way (cp.async) to keep AHEAD_BYTES of K and V in flight, 1 + ⌈AHEAD_BYTES / step_bytes⌉:
-    2 for bf16 at dk = dv = 128 (8 KB a step), 3 for 8-bit storage (4 KB).  Measured on the
-    H200 (docs/benchmarks.md, 2026-12-03): fp8 B = 32 with 2 / 3 / 4 stages 78.1 / 76.1 /
-    77.0 µs against 84.3 µs loading the next step into registers; bf16 with 2 / 3 / 4 stages
-    132.7 / 131.9 / 150.4 µs (4 stages of 8 KB leave fewer warps a multiprocessor).
+    """The shared-memory stages of a warp: the step being computed and STEPS_AHEAD steps on
+    their way (cp.async), 3.  The gang count scales with the step (Target.gang_target: 4 MiB
+    of steps at a time), so the bytes on their way a multiprocessor do too.  Measured on the
+    H200 (docs/benchmarks.md, 2026-12-03): fp8 B = 32 (4 KB steps, 1024 gangs) with 2 / 3 /
+    4 stages 78.1 / 76.1 / 77.0 µs; bf16 (8 KB steps) with 512 gangs and 3 / 5 stages 124.2 /
+    125.9 µs, with 1024 gangs and 2 / 3 / 4 stages 132.7 / 131.9 / 150.4 µs.
     MOAC_CUDA_TILE_STAGES sets another count (at least 2), for experiments."""
     forced = os.environ.get("MOAC_CUDA_TILE_STAGES")
     if forced is not None:
         return max(2, int(forced))
-    return 1 + -(-AHEAD_BYTES // step_bytes(t))
+    return 1 + STEPS_AHEAD
 
 
 def render(t: cir.Tile, itype: str, ctype: str = "float") -> str:

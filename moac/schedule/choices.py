@@ -3,7 +3,8 @@ Schedule's expressions at given sizes; the C helper of the same name computes th
 the kernel (moac.emit.codegen.HELPERS)."""
 from __future__ import annotations
 
-CHUNK = 1024         # the most tokens per gang in the split-K lifting
+CHUNK = 1024         # the most tokens per gang in the split-K lifting (a target may allow more for
+                     # kernels with tensor-core tiles: Target.chunk_ceiling)
 MIN_CHUNK = 16       # the fewest
 
 
@@ -11,16 +12,17 @@ CHUNKS_PER_FRAME = 1024   # the most chunks of one frame the combine merges
 GANGS = 16384             # the default gang count aimed for (a target may set its own: Target.gangs)
 
 
-def chunk_size(tokens: int, frames: int, gangs: int = GANGS, least: int = MIN_CHUNK) -> int:
+def chunk_size(tokens: int, frames: int, gangs: int = GANGS, least: int = MIN_CHUNK, most: int = CHUNK) -> int:
     """moac_chunk: the smallest power of two in 16 … 1024 tokens per chunk that keeps at
     most CHUNKS_PER_FRAME chunks per frame and about `gangs` gangs in all (measured on the
     H200, docs/benchmarks.md: fewer gangs leave multiprocessors idle, which the single-head
     and shared-KV cases showed; the combine folds a frame's chunks with lanes over them,
     so its cost grows with ⌈chunks/32⌉).  `least`: the target's smallest chunk (MIN_CHUNK,
-    or more for kernels with tensor-core tiles: Target.chunk_floor)."""
+    or more for kernels with tensor-core tiles: Target.chunk_floor); `most`: its largest
+    (CHUNK, or more for tile kernels: Target.chunk_ceiling)."""
     want = max((tokens + CHUNKS_PER_FRAME - 1) // CHUNKS_PER_FRAME, (tokens * frames + gangs - 1) // gangs)
     c = least
-    while c < want and c < CHUNK:
+    while c < want and c < most:
         c *= 2
     return c
 
@@ -28,8 +30,8 @@ def chunk_size(tokens: int, frames: int, gangs: int = GANGS, least: int = MIN_CH
 RULES = {"moac_chunk": chunk_size}
 
 
-def evaluate(choice, values: dict, gangs: int = GANGS, least: int = MIN_CHUNK) -> int:
+def evaluate(choice, values: dict, gangs: int = GANGS, least: int = MIN_CHUNK, most: int = CHUNK) -> int:
     """A Choice's value where every size is known (values: sympy symbol -> integer), for a
-    target aiming at `gangs` gangs with chunks of at least `least` tokens."""
+    target aiming at `gangs` gangs with chunks of `least` … `most` tokens."""
     import sympy as sp
-    return RULES[choice.rule](*(int(sp.sympify(a).xreplace(values)) for a in choice.args), gangs, least)
+    return RULES[choice.rule](*(int(sp.sympify(a).xreplace(values)) for a in choice.args), gangs, least, most)

@@ -273,6 +273,12 @@ class TensorTile(Scope):
                             # data: a ragged batch's chunks hold any number, which one wave of gangs
                             # would leave unbalanced)
 
+    @property
+    def step_bytes(self) -> int:
+        """The K and V bytes of one step of 16 tokens."""
+        from ..dtypes import BYTES
+        return 16 * (self.dk + self.dv) * BYTES[self.storage]
+
     def meaning(self) -> str:
         """The tile's line in the ONF mapping tree."""
         return (f"tensor-core tile {self.shape}, 16 tokens a step: rows = the {self.rows} heads and their low "
@@ -366,6 +372,11 @@ class Schedule:
     def tiled(self) -> bool:
         """Whether a kernel has a TensorTile (its target may print tile instructions)."""
         return bool(self.tiles())
+
+    @property
+    def tile_step_bytes(self) -> int:
+        """The largest step of its tensor-core tiles (TensorTile.step_bytes), 0 where there are none."""
+        return max((t.step_bytes for t in self.tiles()), default=0)
 
     @property
     def even_tiles(self) -> bool:

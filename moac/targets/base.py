@@ -55,8 +55,11 @@ class Target:
                                        # last gang of a frame folds its partials, no separate combine kernel
     tile_min_chunk: int = 0            # the fewest tokens per chunk where a kernel has tiles (0: MIN_CHUNK)
     tile_gangs: int = 0                # the gang count the chunk choice aims for where a kernel has tiles
-                                       # whose chunks all hold the same tokens, twice it where they do not
-                                       # (0: `gangs`)
+                                       # whose chunks all hold the same tokens (fewer where tile_wave_bytes
+                                       # says so), twice it where they do not (0: `gangs`)
+    tile_wave_bytes: int = 0           # even tile chunks: at most this many bytes of tile steps at a time,
+                                       # tile_wave_bytes ÷ a step's bytes gangs (0: no such bound)
+    tile_max_chunk: int = 0            # the most tokens per chunk where a kernel has tiles (0: CHUNK)
     scan_gangs: bool = False           # a gang may find its work by a short scan (a ragged batch's chunks
                                        # enumerated densely, plans/split_k._dense_chunks): cheap on CUDA
                                        # blocks; GCC's OpenACC ran the ragged kernel at 54 % of the dense
@@ -68,15 +71,26 @@ class Target:
         from ..schedule.choices import MIN_CHUNK       # (moac.schedule imports the targets)
         return self.tile_min_chunk if tiled and self.tensor_tiles and self.tile_min_chunk else MIN_CHUNK
 
-    def gang_target(self, tiled: bool, even: bool = True) -> int:
+    def chunk_ceiling(self, tiled: bool) -> int:
+        """The most tokens per split-K chunk (`tiled`: as for chunk_floor)."""
+        from ..schedule.choices import CHUNK
+        return self.tile_max_chunk if tiled and self.tensor_tiles and self.tile_max_chunk else CHUNK
+
+    def gang_target(self, tiled: bool, even: bool = True, step_bytes: int = 0) -> int:
         """About how many gangs the split-K chunk choice aims for (`tiled`: the schedule has
         tensor-core tiles, which this target prints; `even`: their chunks all hold the same
-        tokens, Schedule.even_tiles).  Tile kernels aim for `tile_gangs` (about one wave)
-        where their chunks are even, twice that where a ragged batch's lengths make them
-        uneven (the second wave balances the first), other kernels for `gangs`."""
-        if tiled and self.tensor_tiles and self.tile_gangs:
-            return self.tile_gangs if even else 2 * self.tile_gangs
-        return self.gangs
+        tokens, Schedule.even_tiles; `step_bytes`: the K and V bytes of a tile step).  Tile
+        kernels aim for `tile_gangs` (about one wave), or fewer where `tile_wave_bytes` of
+        steps at a time ask for fewer, longer streams, where their chunks are even; twice
+        `tile_gangs` where a ragged batch's lengths make them uneven (the second wave balances
+        the first); other kernels for `gangs`."""
+        if not (tiled and self.tensor_tiles and self.tile_gangs):
+            return self.gangs
+        if not even:
+            return 2 * self.tile_gangs
+        if self.tile_wave_bytes and step_bytes:
+            return min(self.tile_gangs, self.tile_wave_bytes // step_bytes)
+        return self.tile_gangs
 
     def gang_pragma(self, collapse: int, arrays: tuple) -> str | None:
         if self.gang is None:

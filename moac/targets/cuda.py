@@ -32,15 +32,22 @@ TARGET = Target(
     last_gang=True,                    # atomicAdd and __threadfence: the split-K combine in the partials kernel
     tensor_tiles=int("".join(c for c in ARCH[3:] if c.isdigit()) or 0) >= 80,   # mma.sync with bf16: sm_80 on
     # the gang count for kernels with tensor-core tiles whose chunks all hold the same tokens:
-    # about one wave of their one-warp blocks (8 a multiprocessor at 210-255 registers, 132
-    # multiprocessors on an H200: 1056).  Measured against 4096 on the H200 (docs/benchmarks.md,
-    # 2026-12-02, night): batched GQA bf16 B = 32 -6 %, B = 1 n = 131072 -8 %, n = 32768 -11 %,
-    # fp8 B = 32 -12 %; a gang's end (its partials, a fence, the fold) stalls its warp, and
-    # 4096 gangs gave each warp four of them.  A ragged batch's chunks hold any number of
-    # tokens: it aims for twice as many, two waves (base.Target.gang_target; ragged B = 32 at
-    # 90.5 % of the dense kernel with 2048, 87.2 % with 4096, 81.0 % with 1024, 75.9 % with
-    # 8192).  MOAC_CUDA_TILE_GANGS sets another count (0: `gangs`), for experiments
+    # about one wave of their one-warp blocks (8 a multiprocessor, 132 multiprocessors on an
+    # H200: 1056), measured against 4096 on the H200 (docs/benchmarks.md, 2026-12-02, night):
+    # batched GQA bf16 B = 32 -6 %, fp8 B = 32 -12 %; a gang's end (partials, fence, fold) stalls
+    # its warp.  Fewer where a step is large: at most 4 MiB of tile steps at a time, 512 gangs for
+    # 8 KB steps (bf16 or f16 at d = 128), with chunks of up to 8192 tokens.  Fewer, longer
+    # streams read faster: one-warp blocks streaming K and V with no arithmetic took 128.8 µs as
+    # 1024 blocks of 4 KB steps and 117.4 µs as 256 blocks of 16 KB (2026-12-03), and the bf16
+    # tile kernel took 124.2 µs with 512 gangs against 129.0 with 1024 at B = 32, 126.9 against
+    # 135.1 at B = 1 n = 131072 (256 gangs: 141 µs, short of compute).  The 8-bit and d = 64
+    # tiles (4 KB steps, bound by their per-step work) keep 1024.  A ragged batch's chunks hold
+    # any number of tokens: it aims for twice tile_gangs, two waves (ragged B = 32 at 90.5 % of
+    # the dense kernel with 2048, 81.0 % with 1024 on 2026-12-02).  MOAC_CUDA_TILE_GANGS,
+    # MOAC_CUDA_TILE_WAVE_BYTES and MOAC_CUDA_TILE_MAX_CHUNK set others, for experiments
     tile_gangs=int(os.environ.get("MOAC_CUDA_TILE_GANGS", "1024")),
+    tile_wave_bytes=int(os.environ.get("MOAC_CUDA_TILE_WAVE_BYTES", str(4 << 20))),
+    tile_max_chunk=int(os.environ.get("MOAC_CUDA_TILE_MAX_CHUNK", "8192")),
     # chunks of at least 128 tokens (8 tile steps) for tile kernels: where the gang target gave
     # fewer (single-sequence GQA, small batches: 16 … 64 tokens, a few tile steps a gang and
     # hundreds of partials a frame), 128 measured faster in every case tried on the H200, 256
