@@ -24,7 +24,7 @@ from ...dnf.ir import format_expr
 from ..index import internal, ragged_pick
 from ..ir import Choice, Const, Guard, Kernel, LastGang, Let, LetIndex, Lift, Local, Loop, Op, Read, Select, Serial, Set, Store, Unpack
 from ..choices import CHUNK, CHUNKS_PER_FRAME, MIN_CHUNK
-from ..lower import Names, logical, lower, read
+from ..lower import Names, lower, read
 from ..monoids import _exp_diff, lse_fold_lanes, lse_weight
 from . import generic
 from . import tiles
