@@ -268,3 +268,29 @@ def test_gang_traffic_shows_the_gqa_rereads_and_sharing_removes_them():
         assert times * kv_per_token <= per_token < (times + 1) * kv_per_token, (share, per_token)
         assert sp.expand(onf.minimum.coeff(n)) == kv_per_token
     assert "no gang cache" in str(prog.onf(sizes=sizes))
+
+
+def test_the_c_chunk_choice_is_the_python_one(tmp_path):
+    """moac_chunk as printed (codegen.chunk_helper) gives what moac.schedule.choices.chunk_size
+    gives, which the cost model and the ONF's counts use: across tokens, frames, gang targets
+    and the chunk bounds of plain and tile kernels (cuda's 128 … 8192)."""
+    import shutil
+    import subprocess
+    from moac.emit.codegen import chunk_helper
+    from moac.schedule.choices import chunk_size
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc not found")
+    grid = [(t, f) for t in (1, 15, 16, 100, 4096, 32768, 131072, 10 ** 7) for f in (1, 8, 256, 1024)]
+    bounds = [(16384, 16, 1024), (4096, 16, 1024), (512, 128, 8192), (1024, 128, 8192), (2048, 128, 8192)]
+    src = "#include <stdint.h>\n#include <stdio.h>\n"
+    calls = []
+    for k, (gangs, lo, hi) in enumerate(bounds):
+        src += chunk_helper(gangs, lo, hi).replace("moac_chunk(", f"chunk{k}(") + "\n"
+        calls += [f'printf("%lld\\n", (long long)chunk{k}({t}LL, {f}LL));' for t, f in grid]
+    src += "int main(void) {\n" + "\n".join(calls) + "\nreturn 0;\n}\n"
+    (tmp_path / "chunk.c").write_text(src)
+    subprocess.run(["gcc", "-O1", "-o", str(tmp_path / "chunk"), str(tmp_path / "chunk.c")], check=True)
+    got = [int(x) for x in subprocess.run([str(tmp_path / "chunk")], capture_output=True, text=True, check=True).stdout.split()]
+    want = [chunk_size(t, f, gangs, lo, hi) for gangs, lo, hi in bounds for t, f in grid]
+    assert got == want
+    assert chunk_size(4096, 256, 512, 128, 8192) == 2048 and chunk_size(4096, 256, 1024, 128, 1024) == 1024
