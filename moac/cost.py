@@ -31,13 +31,6 @@ def _no_ceiling(e):
     return sp.sympify(e).replace(sp.ceiling, lambda x: x)
 
 
-def _choose(ch, values: dict, tg, sch) -> int:
-    """A run-time choice's value for target tg: its gang count and chunk bounds for the schedule's kernels."""
-    tiled = sch.tiled
-    return evaluate(ch, values, tg.gang_target(tiled, sch.even_tiles, sch.tile_step_bytes), tg.chunk_floor(tiled),
-                    tg.chunk_ceiling(tiled))
-
-
 def split_data(prog, sizes: dict) -> tuple:
     """(-D sizes, -D values of integer inputs): `-D lens=4096` takes every element of the
     integer input lens as 4096 for the estimates."""
@@ -58,7 +51,7 @@ def analyse(prog, sizes: dict, target: str = "openacc", token: str | None = "n",
         values = dict(env)
         for ch in onf.choices:
             tg = get_target(target)
-            values[ch.var] = sp.Integer(_choose(ch, values, tg, onf.schedule))
+            values[ch.var] = sp.Integer(evaluate(ch, values, *tg.chunk_choice(onf.schedule.tiled, onf.schedule.even_tiles, onf.schedule.tile_step_bytes)))
     kv = fpt = None
     if tok is not None:
         # the run-time choices (the chunk size) as the sequence grows without bound
@@ -95,7 +88,7 @@ def counts_at(onf, sizes: dict) -> tuple:
     values = {size_symbol(k): sp.Integer(int(v)) for k, v in {**onf.fixed, **sizes}.items()}
     for ch in onf.choices:
         tg = get_target(onf.target)
-        values[ch.var] = sp.Integer(_choose(ch, values, tg, onf.schedule))
+        values[ch.var] = sp.Integer(evaluate(ch, values, *tg.chunk_choice(onf.schedule.tiled, onf.schedule.even_tiles, onf.schedule.tile_step_bytes)))
     out = []
     for e in (onf.traffic, onf.minimum, onf.flops):
         v = sp.sympify(e).xreplace(values)

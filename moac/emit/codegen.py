@@ -63,8 +63,7 @@ def _chunk_choice(unit, target) -> str:
     tiles, their chunks even or not, their steps' bytes)."""
     tiled = "moac_tile" in unit.helpers
     step = tiles.tile_step_bytes(unit.kernels + unit.kernels32) if tiled else 0
-    return chunk_helper(target.gang_target(tiled, "moac_tile_even" in unit.helpers, step), target.chunk_floor(tiled),
-                        target.chunk_ceiling(tiled))
+    return chunk_helper(*target.chunk_choice(tiled, "moac_tile_even" in unit.helpers, step))
 
 
 def chunk_helper(gangs: int, lo: int = MIN_CHUNK, hi: int = CHUNK) -> str:

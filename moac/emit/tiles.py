@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from ..dtypes import BYTES, CTYPE
 from . import cir
 
 HELPERS = r"""/* tensor-core tiles of the split-K partials (moac.schedule.plans.tiles): mma.sync m16n8k16 with
@@ -247,18 +248,16 @@ static __device__ __forceinline__ void moac_tile_finish(const float (&o)[DV / 8]
 
 ST = {"bf16": 0, "f16": 1, "f8e4m3": 2, "f8e5m2": 3}      # HELPERS' storage codes
 DECLARED = ("moac_sv", "moac_tok", "moac_blk")          # locals the printed tile declares (besides row and tok)
-ETYPE = {"bf16": "uint16_t", "f16": "uint16_t", "f8e4m3": "uint8_t", "f8e5m2": "uint8_t"}
-ESIZE = {"bf16": 2, "f16": 2, "f8e4m3": 1, "f8e5m2": 1}
 
 
-def _step(t: cir.Tile, buf: str, j: str, itype: str, ctype: str, reads: str | None = None) -> list[str]:
+def _step(t: cir.Tile, buf: str, j: str, itype: str, ctype: str, reads: str) -> list[str]:
     """A step's 16 tokens from j: the scores, the online softmax and the weighted sum, the
     words in `buf`, the score's and the weight's array reads (`token_reads`) from the
-    registers `reads` names (moac_r0, moac_r1, ...) where they were loaded with the copies."""
+    registers `reads` names (moac_r0, moac_r1, ...), where they were loaded with the copies."""
     st = ST[t.storage]
     L = ["{", "    float moac_s[2][4], moac_x[4], moac_w[4];",
          f"    moac_tile_scores<{t.dk}, {t.dv}, {st}>({buf}, moac_qa, moac_s);"]
-    loads = token_reads(t) if reads is not None else []
+    loads = token_reads(t)
     for e in range(4):
         b, col = divmod(e, 2)
         regs = {ld: cir.Var(f"{reads}_r{k}[{e}]") for k, ld in enumerate(loads)}
@@ -342,7 +341,7 @@ def _step_base(t: cir.Tile, j: str, itype: str, e) -> list[str]:
         return []
     (kb, _), (vb, _) = t.blocks
     return [f"    const {itype} moac_blk = (moac_t0 + {j}) / 16;",
-            f"    const {ETYPE[t.storage]} *moac_kb = {t.k} + ({e(kb)}), *moac_vb = {t.v} + ({e(vb)});"]
+            f"    const {CTYPE[t.storage]} *moac_kb = {t.k} + ({e(kb)}), *moac_vb = {t.v} + ({e(vb)});"]
 
 
 def _row(t: cir.Tile, kv: int, tok: str, j: str, itype: str, e) -> tuple[str, str]:
@@ -360,7 +359,7 @@ STEPS_AHEAD = 2                  # steps a warp keeps on their way while it comp
 
 def step_bytes(t: cir.Tile) -> int:
     """The bytes of a step's K and V rows: 16 tokens of dk + dv elements."""
-    return 16 * (t.dk + t.dv) * ESIZE[t.storage]
+    return 16 * (t.dk + t.dv) * BYTES[t.storage]
 
 
 def tile_step_bytes(kernels) -> int:

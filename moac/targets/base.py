@@ -92,6 +92,11 @@ class Target:
             return min(self.tile_gangs, self.tile_wave_bytes // step_bytes)
         return self.tile_gangs
 
+    def chunk_choice(self, tiled: bool, even: bool = True, step_bytes: int = 0) -> tuple:
+        """(gangs, fewest, most tokens a chunk): what the split-K chunk choice of a schedule's
+        kernels takes from this target (moac.schedule.choices.chunk_size, codegen.chunk_helper)."""
+        return self.gang_target(tiled, even, step_bytes), self.chunk_floor(tiled), self.chunk_ceiling(tiled)
+
     def gang_pragma(self, collapse: int, arrays: tuple) -> str | None:
         if self.gang is None:
             return None
