@@ -418,7 +418,7 @@ def _staged(t: cir.Tile, S: int, itype: str, ctype: str, e, ind) -> list[str]:
         """Step j's rows into stage k (cp.async) and its token reads into the registers moac_r<k>."""
         lam = ["[&](int moac_t) {{ {}return {}; }}".format(*_row(t, kv, f"{j} + moac_t", j, itype, e)) for kv in (0, 1)]
         return ["{", *_step_base(t, j, itype, e), f"    moac_tile_copy<{t.dk}, {t.dv}, {st}>(moac_stage[{k}],",
-                f"        {lam[0]},", f"        {lam[1]}, moac_lane);", *_prefetch(t, f"moac_r{k}", j, itype, ctype), "}"]
+                f"        {lam[0]},", f"        {lam[1]}, moac_lane);", *("    " + ln for ln in _prefetch(t, f"moac_r{k}", j, itype, ctype)), "}"]
     L = [f"        __shared__ __align__(16) unsigned char moac_stage[{S}][{geom}::BYTES];   /* this warp's {S} stages */",
          f"        moac_kv_tile<{t.dk}, {t.dv}, {st}> moac_ta;", *ind(_read_registers(t, tuple(f"moac_r{k}" for k in range(S))), 2)]
     for k in range(S - 1):
