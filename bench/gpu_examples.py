@@ -56,6 +56,10 @@ TILED = [
     ("decode_gqa_batched_bf16_g3_fold", "decode_gqa_batched", "bf16", dict(hq=12, hkv=4, dk=128, dv=128), dict(B=8, n=1)),
     ("decode_gqa_fp8_g4_fold", "decode_gqa_fp8", "f8e4m3", dict(hq=8, hkv=2, dk=128, dv=128), dict(B=16, n=300)),
     ("decode_mha_f32_fold", "decode_mha", "f32", dict(dk=64, dv=64), dict(B=8, h=4, n=100)),
+    # one head a gang: a tile of one row
+    ("decode_mha_bf16_fold", "decode_mha", "bf16", dict(dk=64, dv=64), dict(B=8, h=4, n=100)),
+    ("decode_mha_bf16", "decode_mha", "bf16", dict(dk=128, dv=128), dict(B=1, h=2, n=1000)),
+    ("decode_bf16", "decode", "bf16", dict(dk=128, dv=128), dict(n=777)),
 ]
 
 

@@ -14,7 +14,8 @@ the same 32 lengths — 1024 … 7168 in even steps, shuffled, mean 4096 — and
 kernel n = 4096, times each (kernel time from the profiler, median of --reps) with the KV
 bytes it must read (Σ lens · hkv · d · 2 · 2 bytes), checks each sequence against PyTorch
 SDPA in float32 on that sequence's rows, and reports each kernel's KV bandwidth as a share
-of the dense kernel's on the same target.
+of the dense kernel's on the same target.  `--targets cuda` (both commands) builds or runs
+one target only.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ CASES = [("dense", "decode_gqa_batched", {**FIXED, "dk": D, "dv": D}),
 TARGETS = ("openacc", "cuda")
 
 
-def build(out: Path, paged_flags: list | None = None) -> int:
+def build(out: Path, paged_flags: list | None = None, targets: tuple = TARGETS) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for name, example, fixed in CASES:
         text = (ROOT / "examples" / f"{example}.moa").read_text(encoding="utf-8")
@@ -40,13 +41,13 @@ def build(out: Path, paged_flags: list | None = None) -> int:
             text = text.replace(f"input {a} : f32", f"input {a} : bf16")
         src = out / f"{name}.moa"
         src.write_text(text, encoding="utf-8")
-        for target in TARGETS:
+        for target in targets:
             bundle = out / f"{name}-{target}{'.cu' if target == 'cuda' else '.c'}"
             subprocess.run([sys.executable, "-m", "moac", "compile", str(src), "--target", target, "--offload",
                             "nvptx", "-o", str(bundle)] + [f"-D{k}={v}" for k, v in fixed.items()]
                            + (paged_flags or [] if name == "paged" and target == "cuda" else []),
                            check=True, cwd=ROOT)
-    print(f"{len(CASES) * len(TARGETS)} bundles in {out}")
+    print(f"{len(CASES) * len(targets)} bundles in {out}")
     return 0
 
 
@@ -56,7 +57,8 @@ def lengths(torch):
     return steps[torch.randperm(B, generator=g)]
 
 
-def run(out: Path, reps: int, json_path: Path | None, probe_dir: Path | None = None) -> int:
+def run(out: Path, reps: int, json_path: Path | None, probe_dir: Path | None = None,
+        targets: tuple = TARGETS) -> int:
     sys.path.insert(0, str(ROOT / "bench"))
     from gpu_runtime import bundle_runtime
     gomp = bundle_runtime(out / "lib")
@@ -110,7 +112,7 @@ def run(out: Path, reps: int, json_path: Path | None, probe_dir: Path | None = N
             ref[b] = sdpa(Q[b][:, None, :], k, v, enable_gqa=True)[:, 0, :]
         return ref
     results, ok = [], True
-    for target in TARGETS:
+    for target in targets:
         base = None
         for name, _, _ in CASES:
             kern = load_bundle(out / f"{name}-{target}.json")
@@ -170,13 +172,15 @@ def run(out: Path, reps: int, json_path: Path | None, probe_dir: Path | None = N
 
 def main() -> int:
     a = sys.argv[1:]
+    targets = tuple(a[a.index("--targets") + 1].split(",")) if "--targets" in a else TARGETS
     if len(a) >= 2 and a[0] == "build":
-        return build(Path(a[1]).resolve(), a[a.index("--paged-flags") + 1].split() if "--paged-flags" in a else None)
+        return build(Path(a[1]).resolve(), a[a.index("--paged-flags") + 1].split() if "--paged-flags" in a else None,
+                     targets)
     if len(a) >= 2 and a[0] == "run":
         reps = int(a[a.index("--reps") + 1]) if "--reps" in a else 50
         js = Path(a[a.index("--json") + 1]) if "--json" in a else None
         probe = Path(a[a.index("--probe-dir") + 1]).resolve() if "--probe-dir" in a else None
-        return run(Path(a[1]).resolve(), reps, js, probe)
+        return run(Path(a[1]).resolve(), reps, js, probe, targets)
     print(__doc__, file=sys.stderr)
     return 2
 

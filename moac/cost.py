@@ -51,7 +51,7 @@ def analyse(prog, sizes: dict, target: str = "openacc", token: str | None = "n",
         values = dict(env)
         for ch in onf.choices:
             tg = get_target(target)
-            values[ch.var] = sp.Integer(evaluate(ch, values, *tg.chunk_choice(onf.schedule.tiled, onf.schedule.even_tiles, onf.schedule.tile_step_bytes)))
+            values[ch.var] = sp.Integer(evaluate(ch, values, *tg.chunk_choice(onf.schedule.tiled, onf.schedule.even_tiles, onf.schedule.tile_step_bytes, onf.schedule.tile_warps)))
     kv = fpt = None
     if tok is not None:
         # the run-time choices (the chunk size) as the sequence grows without bound
@@ -88,7 +88,7 @@ def counts_at(onf, sizes: dict) -> tuple:
     values = {size_symbol(k): sp.Integer(int(v)) for k, v in {**onf.fixed, **sizes}.items()}
     for ch in onf.choices:
         tg = get_target(onf.target)
-        values[ch.var] = sp.Integer(evaluate(ch, values, *tg.chunk_choice(onf.schedule.tiled, onf.schedule.even_tiles, onf.schedule.tile_step_bytes)))
+        values[ch.var] = sp.Integer(evaluate(ch, values, *tg.chunk_choice(onf.schedule.tiled, onf.schedule.even_tiles, onf.schedule.tile_step_bytes, onf.schedule.tile_warps)))
     out = []
     for e in (onf.traffic, onf.minimum, onf.flops):
         v = sp.sympify(e).xreplace(values)

@@ -120,9 +120,13 @@ def test_f16_fp8_paged_and_ragged_caches_get_tiles(tmp_path, example, sizes, kv,
         assert "vs" in repr(t.weight) and "ks" in repr(t.score)
 
 
-def test_one_head_per_gang_gets_no_tile_and_no_note(tmp_path):
+def test_one_head_per_gang_gets_a_tile_of_one_row(tmp_path):
+    """MHA: no KV group, one head a gang; its tile has one row (and its low half)."""
     onf = moac.load(bf16("decode_mha", tmp_path)).onf(target="cuda", sizes=dict(dk=128, dv=128))
-    assert not tiles_of(onf) and not [n for n in onf.notes if "tensor-core" in n]
+    (t,) = tiles_of(onf)
+    assert t.rows == 1 and "moac_row" not in repr(t.q_at) and "rows = the head and its low half" in t.meaning()
+    src = moac.load(bf16("decode_mha", tmp_path)).c_source(target="cuda", sizes=dict(dk=128, dv=128))
+    assert "const bool moac_live = moac_tr < 1;" in src and "the head and its low half as rows" in src
 
 
 def test_the_counts_are_those_of_the_lane_passes(tmp_path):
@@ -221,9 +225,9 @@ def test_the_tiled_cuda_compiles_with_nvcc_without_spilling(tmp_path):
 
 def test_the_gang_target_of_tile_kernels_is_target_data(tmp_path, monkeypatch):
     """cuda's chunk choice aims for Target.tile_gangs where the kernels have tiles whose chunks
-    all hold the same tokens, fewer where tile_wave_bytes of steps ask for fewer, longer
-    streams (8 KB steps: 512), twice tile_gangs where the chunks are uneven, Target.gangs
-    elsewhere; tile chunks may hold up to 8192 tokens."""
+    all hold the same tokens, fewer where tile_wave_bytes of a gang's steps at a time ask for
+    fewer, longer streams (16 KB, two warps' 8 KB steps: 256), twice tile_gangs warps where the
+    chunks are uneven, Target.gangs elsewhere; tile chunks may hold up to 8192 tokens."""
     import dataclasses
     from moac.targets import get_target
     cu = get_target("cuda")
@@ -232,22 +236,29 @@ def test_the_gang_target_of_tile_kernels_is_target_data(tmp_path, monkeypatch):
     assert cu.tile_wave_bytes == 4 << 20 and cu.gang_target(True, True, 8192) == 512      # bf16 at d = 128
     assert cu.gang_target(True, True, 4096) == 1024 and cu.gang_target(True, True, 2048) == 1024   # not above one wave
     assert cu.gang_target(True, even=False, step_bytes=8192) == 2048                      # uneven chunks: two waves
+    assert cu.gang_target(True, even=False, step_bytes=16384, warps=2) == 1024           # ... of warps
     assert dataclasses.replace(cu, tile_gangs=0).gang_target(True, True, 8192) == cu.gangs
     assert dataclasses.replace(get_target("openacc"), tile_gangs=1024).gang_target(True) == get_target("openacc").gangs
     assert cu.chunk_ceiling(True) == 8192 and cu.chunk_ceiling(False) == get_target("openacc").chunk_ceiling(True) == 1024
     tiled = moac.load(bf16("decode_gqa_batched", tmp_path))
-    assert tiled.onf(target="cuda", sizes=GQA).schedule.tile_step_bytes == 16 * 256 * 2
+    monkeypatch.delenv("MOAC_TILE_WARPS", raising=False)
+    sched = tiled.onf(target="cuda", sizes=GQA).schedule
+    assert sched.tile_step_bytes == 2 * 16 * 256 * 2 and sched.tile_warps == 2     # two warps' 8 KB steps
     src = tiled.c_source(target="cuda", sizes=GQA)
-    assert "about 512 gangs in all" in src and "while (c < want && c < 8192) c *= 2;" in src
+    assert "about 256 gangs in all" in src and "while (c < want && c < 8192) c *= 2;" in src
     fp8 = moac.load(ROOT / "examples" / "decode_gqa_fp8.moa").c_source(target="cuda", sizes=GQA)
-    assert "about 1024 gangs in all" in fp8
+    assert "about 256 gangs in all" in fp8                                            # four warps' 4 KB steps
+    ragged = moac.load(bf16("decode_ragged", tmp_path)).c_source(target="cuda", sizes=dict(hkv=8, g=4, dk=128, dv=128))
+    assert "about 1024 gangs in all" in ragged                                        # uneven: 2048 warps
     plain = moac.load(bf16("decode_mha", tmp_path)).c_source(target="cuda", sizes=dict(dk=128, dv=128))
-    assert "about 4096 gangs in all" in plain and "while (c < want && c < 1024) c *= 2;" in plain
+    assert "about 256 gangs in all" in plain                                          # a tile of one row
+    f32 = moac.load(ROOT / "examples" / "decode_mha.moa").c_source(target="cuda", sizes=dict(dk=128, dv=128))
+    assert "about 4096 gangs in all" in f32 and "while (c < want && c < 1024) c *= 2;" in f32
     # a ragged batch's chunks hold any number of tokens: one wave would leave them unbalanced
     ragged = moac.load(bf16("decode_ragged", tmp_path))
     assert not ragged.onf(target="cuda", sizes=GQA).schedule.even_tiles
     assert tiled.onf(target="cuda", sizes=GQA).schedule.even_tiles
-    assert "about 2048 gangs in all" in ragged.c_source(target="cuda", sizes=GQA)
+    assert "about 1024 gangs in all" in ragged.c_source(target="cuda", sizes=GQA)   # of 2 warps
 
 
 @pytest.mark.parametrize("page, blocked", [(16, True), (64, True), (8, False), (None, False)])
@@ -264,3 +275,72 @@ def test_a_step_of_16_tokens_reads_one_page_base_where_16_divides_the_page(tmp_p
         assert "table" in repr(kb) and "moac_blk" in repr(kb) and "moac_tok" not in repr(kb)
     dense = tiles_of(moac.load(bf16("decode_gqa_batched", tmp_path)).onf(target="cuda", sizes=GQA))[0]
     assert dense.blocks[0][1] == dense.blocks[1][1] == 128           # contiguous rows of d = 128
+
+
+def test_the_warps_of_a_gang_fill_the_static_shared_memory(monkeypatch):
+    """plans.tiles.team_warps: the most warps (a power of two, at most MAX_WARPS) whose STAGES
+    stages fit in a block's 48 KiB of static shared memory."""
+    from moac.schedule.plans import tiles as plan
+    monkeypatch.delenv("MOAC_TILE_WARPS", raising=False)
+    assert plan.STAGES == tiles.STEPS_AHEAD + 1 == 3 and plan.BLOCK_SHARED == 49152
+    assert plan.team_warps(16 * 256 * 2) == 2          # bf16, dk = dv = 128: 2 × 3 × 8 KB
+    assert plan.team_warps(16 * 256) == 4              # f8e4m3 at 128, bf16 at 64: 4 × 3 × 4 KB
+    assert plan.team_warps(16 * 128) == 4              # never more than MAX_WARPS
+    assert plan.team_warps(16 * 512 * 2) == 1          # dk = dv = 256: one warp's 3 × 16 KB
+    monkeypatch.setenv("MOAC_TILE_WARPS", "1")
+    assert plan.team_warps(16 * 256) == 1
+
+
+def test_a_gang_of_two_warps_shares_its_steps_and_merges_its_state(tmp_path, monkeypatch):
+    """Warp w of a gang takes the steps w, w + W, ... of the chunk from its own stages; at the
+    end the warps' states meet in warp 0 (moac_tile_merge), which alone writes the partials and
+    runs what follows the tile in the gang (the last gang's fold); a block has 32·W threads."""
+    monkeypatch.delenv("MOAC_TILE_WARPS", raising=False)
+    monkeypatch.delenv("MOAC_CUDA_TILE_STAGES", raising=False)
+    src = moac.load(bf16("decode_gqa_batched", tmp_path)).c_source(target="cuda", sizes=GQA)
+    lines = [ln.strip() for ln in src.splitlines()]
+    assert "__global__ void __launch_bounds__(64) moac_decode_gqa_batched_bf16_k1_partials(" in src
+    assert ("__shared__ __align__(16) unsigned char moac_stages[2][3][moac_stage_geom<128, 128, 0>::BYTES];"
+            "   /* 3 stages for each of the gang's 2 warps */") in lines
+    assert "const int64_t moac_jw = 16 * moac_warp;   /* this warp's first step: steps w, w + 2, ... */" in lines
+    assert "for (int64_t moac_j = moac_jw; moac_j < moac_tn; moac_j += 96) {   /* 3 steps of 16 tokens, " \
+           "the copies 2 steps ahead first */" in lines
+    assert lines.count("if (moac_j + 32 >= moac_tn)") == 2 and lines.count("if (moac_jw + 32 < moac_tn)") == 2   # 64, 32-bit
+    merge = ("moac_tile_merge<128, 2, 3 * moac_stage_geom<128, 128, 0>::BYTES>(&moac_stages[0][0][0], "
+             "moac_o, moac_tm, moac_tz, moac_warp, moac_lane);")
+    assert lines.count(merge) == 2                      # the 64- and the 32-bit index kernels
+    i = lines.index(merge)
+    assert lines[i + 1] == "if (moac_warp == 0)" and lines[i + 2].startswith("moac_tile_finish<128>(")
+    fold = lines.index("__threadfence();   /* this gang's partials, visible before it is counted */")
+    assert lines[fold - 1] == "if (8 * B_ >= 32 && n_ / chunk + (n_ % chunk != 0) >= 1 && n_ / chunk + (n_ % chunk != 0) <= 32) {"
+    assert "if (moac_warp == 0) {" in lines[i + 3:fold]
+    assert ", 64, 0, moac_stream>>>(" in src
+
+
+def test_a_tile_of_several_warps_must_be_reached_by_the_whole_block():
+    from moac.emit.tiles import team_body as _team
+    from moac.errors import RewriteError
+    t = cir.Tile("", 4, 64, 64, "Q_", "K_", "V_", ("m", "z", "o"), 0, 0, 0, 0, 0, 0, "r", "l", 0, 0, 0, "bf16", warps=2)
+    after = cir.Raw("after();")
+    out = _team((cir.Raw("before();"), cir.If(cir.Var("x"), (t, after)), after))
+    assert out[1].then[0] is t and out[1].then[1] == cir.If(cir.Bin("==", cir.Var("moac_warp"), cir.Int(0)), (after,))
+    assert out[2] == cir.If(cir.Bin("==", cir.Var("moac_warp"), cir.Int(0)), (after,))
+    with pytest.raises(RewriteError, match="condition of its lanes"):
+        _team((cir.If(cir.Bin("<", cir.Var("moac_lane"), cir.Int(4)), (t,)),))
+    with pytest.raises(RewriteError, match="loop of its gang"):
+        _team((cir.For("i", cir.Int(4), (t,)),))
+
+
+def test_stages_past_48_kib_are_dynamic_shared_memory(tmp_path, monkeypatch):
+    """Four warps of 3 bf16 stages at d = 128 take 96 KiB, more than a block declares
+    statically: the stages are the kernel's dynamic shared memory, which its launch asks for."""
+    monkeypatch.setenv("MOAC_TILE_WARPS", "4")
+    monkeypatch.delenv("MOAC_CUDA_TILE_STAGES", raising=False)
+    src = moac.load(bf16("decode_gqa_batched", tmp_path)).c_source(target="cuda", sizes=GQA)
+    assert "extern __shared__ __align__(16) unsigned char moac_dyn_smem[];" in src
+    assert "auto &moac_stages = *reinterpret_cast<unsigned char (*)[4][3][moac_stage_geom<128, 128, 0>::BYTES]>" in src
+    assert "cudaFuncSetAttribute(moac_decode_gqa_batched_bf16_k1_partials, cudaFuncAttributeMaxDynamicSharedMemorySize, " \
+           "(int)(98304));" in src
+    assert ", 128, 98304, moac_stream>>>(" in src and "__launch_bounds__(128) moac_decode_gqa_batched_bf16_k1_partials(" in src
+    t = cir.Tile("", 4, 128, 128, "Q_", "K_", "V_", ("m", "z", "o"), 0, 0, 0, 0, 0, 0, "r", "l", 0, 0, 0, "bf16", warps=2)
+    assert tiles.shared_bytes(t) == 2 * 3 * 8192 and not tiles.dynamic(t)

@@ -174,6 +174,7 @@ class Tile:
     storage: str = "bf16"    # K's and V's element type (bf16, f16, f8e4m3, f8e5m2)
     weight: object = None    # a factor of each token's values (a dequantisation scale), or None
     blocks: tuple | None = None   # ((k base, stride), (v base, stride)) in `moac_blk`, or None
+    warps: int = 1           # warps of the gang, sharing its steps (TensorTile.warps)
 
 
 # --------------------------------------------------------------------------- printer

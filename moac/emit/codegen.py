@@ -62,8 +62,9 @@ def _chunk_choice(unit, target) -> str:
     """The unit's moac_chunk: the target's gang count and chunk bounds for its kernels (tensor-core
     tiles, their chunks even or not, their steps' bytes)."""
     tiled = "moac_tile" in unit.helpers
-    step = tiles.tile_step_bytes(unit.kernels + unit.kernels32) if tiled else 0
-    return chunk_helper(*target.chunk_choice(tiled, "moac_tile_even" in unit.helpers, step))
+    kernels = unit.kernels + unit.kernels32
+    step, warps = (tiles.tile_step_bytes(kernels), tiles.tile_warps(kernels)) if tiled else (0, 1)
+    return chunk_helper(*target.chunk_choice(tiled, "moac_tile_even" in unit.helpers, step, warps))
 
 
 def chunk_helper(gangs: int, lo: int = MIN_CHUNK, hi: int = CHUNK) -> str:

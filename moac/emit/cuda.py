@@ -38,7 +38,7 @@ class Region:
     params: tuple        # (ctype, name): pointers first, then scalars
     total: object        # cir: the number of gang iterations (1 for a serial region)
     body: tuple          # cir statements of the device code, lanes already mapped
-    warps: int = 1       # warps per block, each its own gang iteration
+    warps: int = 1       # warps per block: each its own gang iteration, or a tile's warps sharing one
     smem: str = ""       # C expression: bytes of dynamic shared memory per block ("" for none)
     shared: tuple = ()   # (C name, ctype) of the gang buffers it keeps in shared memory
 
@@ -314,14 +314,16 @@ def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict,
 
     def region(name: str, code: tuple, chain) -> cir.Raw:
         lanes = _Lanes(ctype)
-        w = warps if chain else 1
+        team = max((t.warps for t in tiles.tiles_in(code)), default=1)
+        w = warps if chain and team == 1 else 1
         if chain:
             total = _total(chain)
             start = cir.Var("blockIdx.x") if w == 1 else cir.Bin("+", cir.Bin("*", cir.Var("blockIdx.x"), cir.Int(w)),
                                                                    cir.Var("moac_warp"))
             step = cir.Var("gridDim.x") if w == 1 else cir.Bin("*", cir.Var("gridDim.x"), cir.Int(w))
-            what = "one block" if w == 1 else f"each of a block's {w} warps"
-            body = (cir.For("moac_gid", total, tuple(_decompose(chain, itype)) + lanes.stmts(code),
+            what = ("one block" if team == 1 else f"one block of {team} warps") if w == 1 else f"each of a block's {w} warps"
+            inner = lanes.stmts(code)
+            body = (cir.For("moac_gid", total, tuple(_decompose(chain, itype)) + (tiles.team_body(inner) if team > 1 else inner),
                             start=start, step=step, itype=itype,
                             comment=f"{what} per gang iteration: " + ", ".join(c.var for c in chain)),)
         else:
@@ -348,11 +350,16 @@ def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict,
             raise RewriteError(f"the device region {name} reads {', '.join(missing)}, which the host does not have")
         body = _tiles_as_text(body, itype, ctype)
         smem = f"sizeof({ctype}) * (size_t)({shared[on_chip[0]]})" if on_chip else ""
-        regions.append(Region(name, ptrs + scalars, total, body, w, smem, tuple((a, ctype) for a in on_chip)))
+        dynamic = max((tiles.shared_bytes(t) for t in tiles.tiles_in(code) if tiles.dynamic(t)), default=0)
+        if dynamic:
+            if smem:
+                raise RewriteError(f"the device region {name} keeps a gang buffer and tile stages in dynamic shared memory")
+            smem = str(dynamic)
+        regions.append(Region(name, ptrs + scalars, total, body, max(w, team), smem, tuple((a, ctype) for a in on_chip)))
         args = ", ".join(n for _, n in ptrs + scalars)
         tot = cir.expr(total)
         blocks = tot if w == 1 else f"({tot} + {w - 1}) / {w}"
-        launch = (f"{name}<<<(unsigned)({blocks} < 2147483647 ? {blocks} : 2147483647), {LANES * w}, "
+        launch = (f"{name}<<<(unsigned)({blocks} < 2147483647 ? {blocks} : 2147483647), {LANES * max(w, team)}, "
                   f"{smem or 0}, moac_stream>>>({args});")
         for ctr, size, when in lanes.counters:      # the LastGang counters start at zero
             launch = (f"if ({when})\n    cudaMemsetAsync({ctr}, 0, sizeof({ctype}) * (size_t)({size}), moac_stream);\n"

@@ -368,7 +368,7 @@ class _Freezer:
                         freeze(st.count), self.expr(st.score), var_name(st.row), var_name(st.tok_var),
                         freeze(st.m_at), freeze(st.z_at), freeze(st.o_at), st.storage,
                         None if st.weight is None else self.expr(st.weight),
-                        None if st.blocks is None else tuple((freeze(b), k) for b, k in st.blocks))
+                        None if st.blocks is None else tuple((freeze(b), k) for b, k in st.blocks), st.warps)
 
     def loop(self, lp: Loop, arrays: tuple, outermost_gang: bool):
         if lp.level == "gang":

@@ -269,6 +269,7 @@ class TensorTile(Scope):
     shape: str = ""         # the tile instruction, e.g. "m16n8k16 bf16 → f32"
     storage: str = "bf16"   # K's and V's element type
     weight: object = None   # a factor of token tok's values (vs[tok]: V_real = V × vs), or None
+    warps: int = 1          # warps of the gang, sharing its chunk step by step (plans.tiles.team_warps)
     even: bool = True       # every chunk holds `chunk` tokens but a frame's last (no length read from
                             # data: a ragged batch's chunks hold any number, which one wave of gangs
                             # would leave unbalanced)
@@ -279,10 +280,17 @@ class TensorTile(Scope):
         from ..dtypes import BYTES
         return 16 * (self.dk + self.dv) * BYTES[self.storage]
 
+    @property
+    def gang_step_bytes(self) -> int:
+        """The K and V bytes a gang reads at a time: a step of each of its warps."""
+        return self.warps * self.step_bytes
+
     def meaning(self) -> str:
         """The tile's line in the ONF mapping tree."""
-        return (f"tensor-core tile {self.shape}, 16 tokens a step: rows = the {self.rows} heads and their low "
-                f"halves, columns = 8 tokens (scores), 8 of {self.dv} outputs (weighted sum); d = 32·s + 8·c + 4·h + e "
+        team = (f"{self.warps} warps a gang, warp w taking steps w, w + {self.warps}, … of the chunk, their states "
+                f"merged at its end; " if self.warps > 1 else "")
+        who = f"the {self.rows} heads and their low halves" if self.rows > 1 else "the head and its low half"
+        return (f"tensor-core tile {self.shape}, 16 tokens a step: {team}rows = {who}, columns = 8 tokens (scores), 8 of {self.dv} outputs (weighted sum); d = 32·s + 8·c + 4·h + e "
                 f"puts 8 contiguous elements of a K row in a lane (16-byte loads, γ-difference 1), dv = 64·h + 8·r + e "
                 f"8 of a V row; online softmax; targets without tile instructions run the passes below")
 
@@ -375,8 +383,14 @@ class Schedule:
 
     @property
     def tile_step_bytes(self) -> int:
-        """The largest step of its tensor-core tiles (TensorTile.step_bytes), 0 where there are none."""
-        return max((t.step_bytes for t in self.tiles()), default=0)
+        """The most K and V bytes a gang of its tensor-core tiles reads at a time
+        (TensorTile.gang_step_bytes), 0 where there are none."""
+        return max((t.gang_step_bytes for t in self.tiles()), default=0)
+
+    @property
+    def tile_warps(self) -> int:
+        """The most warps of a gang of its tensor-core tiles (TensorTile.warps), 1 where there are none."""
+        return max((t.warps for t in self.tiles()), default=1)
 
     @property
     def even_tiles(self) -> bool:

@@ -76,26 +76,27 @@ class Target:
         from ..schedule.choices import CHUNK
         return self.tile_max_chunk if tiled and self.tensor_tiles and self.tile_max_chunk else CHUNK
 
-    def gang_target(self, tiled: bool, even: bool = True, step_bytes: int = 0) -> int:
+    def gang_target(self, tiled: bool, even: bool = True, step_bytes: int = 0, warps: int = 1) -> int:
         """About how many gangs the split-K chunk choice aims for (`tiled`: the schedule has
         tensor-core tiles, which this target prints; `even`: their chunks all hold the same
-        tokens, Schedule.even_tiles; `step_bytes`: the K and V bytes of a tile step).  Tile
-        kernels aim for `tile_gangs` (about one wave), or fewer where `tile_wave_bytes` of
-        steps at a time ask for fewer, longer streams, where their chunks are even; twice
-        `tile_gangs` where a ragged batch's lengths make them uneven (the second wave balances
-        the first); other kernels for `gangs`."""
+        tokens, Schedule.even_tiles; `step_bytes`: the K and V bytes a gang reads at a time,
+        a step of each of its `warps` warps).  Tile kernels aim for `tile_gangs` (about one
+        wave), or fewer where `tile_wave_bytes` of steps at a time ask for fewer, longer
+        streams, where their chunks are even; twice `tile_gangs` warps where a ragged batch's
+        lengths make them uneven (the second wave balances the first); other kernels for
+        `gangs`."""
         if not (tiled and self.tensor_tiles and self.tile_gangs):
             return self.gangs
         if not even:
-            return 2 * self.tile_gangs
+            return max(1, 2 * self.tile_gangs // warps)
         if self.tile_wave_bytes and step_bytes:
             return min(self.tile_gangs, self.tile_wave_bytes // step_bytes)
         return self.tile_gangs
 
-    def chunk_choice(self, tiled: bool, even: bool = True, step_bytes: int = 0) -> tuple:
+    def chunk_choice(self, tiled: bool, even: bool = True, step_bytes: int = 0, warps: int = 1) -> tuple:
         """(gangs, fewest, most tokens a chunk): what the split-K chunk choice of a schedule's
         kernels takes from this target (moac.schedule.choices.chunk_size, codegen.chunk_helper)."""
-        return self.gang_target(tiled, even, step_bytes), self.chunk_floor(tiled), self.chunk_ceiling(tiled)
+        return self.gang_target(tiled, even, step_bytes, warps), self.chunk_floor(tiled), self.chunk_ceiling(tiled)
 
     def gang_pragma(self, collapse: int, arrays: tuple) -> str | None:
         if self.gang is None:

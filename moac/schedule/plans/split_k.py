@@ -189,16 +189,15 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
         stores += [Store("@m_part", fidx, fidx, Local("mg" if M == 1 else f"mg{mi}")),
                    Store("@z_part", fidx, fidx, Local("zg" if M == 1 else f"zg{mi}"))]
     passes = max_init(members) + pass1 + pass2 + pass3 + tuple(stores)
-    if grp is not None:
-        fi = tuple(frame) + (g,)
-        tile = tiles.derive(ctx, E, W, Wt, ev, l, members, (gv, gc, a), rest, rest_ext, g * C, cn,
-                            passes, (("@m_part", fi), ("@z_part", fi), ("@o_part", fi + (0,) * len(rest))))
-        if isinstance(tile, str):
-            ctx.notes.append(f"no tensor-core tile: {tile}")
-        else:
-            passes = (dataclasses.replace(tile, even=Nd is N),)
-            ctx.notes.append(f"tensor-core tile {tile.shape} derived for the chunk (moac.schedule.plans.tiles); the "
-                             "targets with tile instructions run it, the others the passes it holds")
+    fi = tuple(frame) + (g,)
+    tile = tiles.derive(ctx, E, W, Wt, ev, l, members, None if grp is None else (gv, gc, a), rest, rest_ext, g * C, cn,
+                        passes, (("@m_part", fi), ("@z_part", fi), ("@o_part", fi + (0,) * len(rest))))
+    if isinstance(tile, str):
+        ctx.notes.append(f"no tensor-core tile: {tile}")
+    else:
+        passes = (dataclasses.replace(tile, even=Nd is N),)
+        ctx.notes.append(f"tensor-core tile {tile.shape} derived for the chunk (moac.schedule.plans.tiles); the "
+                         "targets with tile instructions run it, the others the passes it holds")
     gang_body = (LetIndex(cn, sp.Min(C, Nd - g * C)),) + passes
     G2 = G if Nd is N else sp.ceiling(Nd / C)        # the partials that exist
     lastg = _last_gang_fold(ctx, at, Nd, N, gang_frame, gang_ext, members, frame, rest, rest_ext, G, G2,

@@ -27,9 +27,12 @@ which the TensorTile node carries as its body (and which the counts and the veri
 """
 from __future__ import annotations
 
+import os
+
 import sympy as sp
 
 from ...dnf import DOp, DRead, map_children
+from ...dtypes import BYTES
 from ...front.data import has_data
 from ..index import gamma, internal, lane_diff
 from ..choices import MIN_CHUNK
@@ -59,6 +62,27 @@ def _starts_aligned(off, shape) -> bool:
 
 
 STEP = 16                        # tokens of one tile step; a step starts at a multiple of it
+STAGES = 3                       # shared-memory stages of a warp: the step it computes and 2 on their way
+BLOCK_SHARED = 48 << 10          # the static shared memory of a block (CUDA: 48 KiB without opting in)
+MAX_WARPS = 4                    # warps of a gang at most
+
+
+def team_warps(step_bytes: int) -> int:
+    """The warps of a gang: the most, a power of two up to MAX_WARPS, whose STAGES stages of
+    step_bytes fit in BLOCK_SHARED.  They share the gang's chunk step by step (warp w takes
+    steps w, w + W, ...), so the gang reads W·step bytes at a time from one stream, and its
+    partials stay one (the warps' states merged through the stages at the end).  Fewer,
+    longer streams: on the H200 one stream of 16 KB steps per block read 1 GiB at 117 µs,
+    4 KB steps from 4 times as many blocks at 130 µs (bench/probes/stream_read).  bf16 d =
+    128 (8 KB steps): 2 warps; fp8 or d = 64 (4 KB): 4.  MOAC_TILE_WARPS sets another count
+    (a power of two), for experiments."""
+    forced = os.environ.get("MOAC_TILE_WARPS")
+    if forced is not None:
+        return max(1, int(forced))
+    w = 1
+    while 2 * w <= MAX_WARPS and 2 * w * STAGES * step_bytes <= BLOCK_SHARED:
+        w *= 2
+    return w
 
 
 def _blocked(off, tok):
@@ -90,11 +114,11 @@ def derive(ctx, E, W, Wt, ev, l, members: list, group, rest, rest_ext, start, co
     """The tile of a gang's chunk, or why there is none.  E is the score of token l (one
     reduction over ev), W the weighted values and Wt their factor per token (or None),
     members the group's substitutions and
-    group (gv, gc, a) with gv = gc·a + m; rest the output axes; body the lane passes it
+    group (gv, gc, a) with gv = gc·a + m, or None for one head a gang (one row of the tile:
+    a step costs the same tile instructions as for a group, and on the H200 MHA bf16 took
+    122.3 µs so against 125.9 in the lane passes, which were thought memory-bound); rest the output axes; body the lane passes it
     replaces; parts the (buffer, index) of the partials m, z, o of member 0."""
     M = len(members)
-    if group is None or M < 2:
-        return "one head per gang: each K element serves one FMA per lane, and the lane passes are memory-bound there"
     if M > MAX_ROWS:
         return f"{M} heads per gang: a tile holds {MAX_ROWS} heads and their low halves"
     reds = outer_reductions(E, [])
@@ -125,9 +149,12 @@ def derive(ctx, E, W, Wt, ev, l, members: list, group, rest, rest_ext, start, co
                 "as its operands")
     if qd != "f32":
         return f"the query is stored as {qd}: the tile splits f32 queries"
-    gv, gc, a = group
     row, tok = internal("moac_row"), internal("moac_tok")
-    sub = {sp.floor(gv / gc): a, sp.Mod(gv, gc): row, gv: a * gc + row}
+    if group is None:
+        sub = {}
+    else:
+        gv, gc, a = group
+        sub = {sp.floor(gv / gc): a, sp.Mod(gv, gc): row, gv: a * gc + row}
     dv = rest[0]
     offs = {}
     for r, axis, name in ((qr, ev, "query"), (kr, ev, "key"), (vr, dv, "value")):
@@ -155,7 +182,8 @@ def derive(ctx, E, W, Wt, ev, l, members: list, group, rest, rest_ext, start, co
     # a gang's tokens start at g·chunk, the chunk a power of two of at least MIN_CHUNK tokens
     kb, vb = _blocked(offs["key"], tok), _blocked(offs["value"], tok)
     blocks = (kb, vb) if MIN_CHUNK % STEP == 0 and kb and vb else None
-    return TensorTile(body=body, q=qr.array, k=kr.array, v=vr.array, q_at=offs["query"], k_at=offs["key"],
+    step = STEP * (int(dk) + int(rest_ext[0])) * BYTES[kd]
+    return TensorTile(warps=team_warps(step), body=body, q=qr.array, k=kr.array, v=vr.array, q_at=offs["query"], k_at=offs["key"],
                       v_at=offs["value"], blocks=blocks, row=row, tok=tok, tok_var=l,
                       rows=M, dk=int(dk), dv=int(rest_ext[0]), start=start, count=count, score=score,
                       parts=(m, z, o), m_at=part(m, mi), z_at=part(z, zi), o_at=part(o, oi),
