@@ -314,7 +314,8 @@ def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict,
 
     def region(name: str, code: tuple, chain) -> cir.Raw:
         lanes = _Lanes(ctype)
-        team = max((t.warps for t in tiles.tiles_in(code)), default=1)
+        found = tiles.tiles_in(code)
+        team = max((t.warps for t in found), default=1)
         w = warps if chain and team == 1 else 1
         if chain:
             total = _total(chain)
@@ -350,7 +351,7 @@ def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict,
             raise RewriteError(f"the device region {name} reads {', '.join(missing)}, which the host does not have")
         body = _tiles_as_text(body, itype, ctype)
         smem = f"sizeof({ctype}) * (size_t)({shared[on_chip[0]]})" if on_chip else ""
-        dynamic = max((tiles.shared_bytes(t) for t in tiles.tiles_in(code) if tiles.dynamic(t)), default=0)
+        dynamic = max((tiles.shared_bytes(t) for t in found if tiles.dynamic(t)), default=0)
         if dynamic:
             if smem:
                 raise RewriteError(f"the device region {name} keeps a gang buffer and tile stages in dynamic shared memory")

@@ -15,7 +15,7 @@ import os
 
 from ..dtypes import BYTES, CTYPE
 from ..errors import RewriteError
-from ..schedule.plans.tiles import STAGES
+from ..schedule.plans.tiles import BLOCK_SHARED, STAGES
 from . import cir
 from .tile_helpers import HELPERS  # noqa: F401  (the device helpers the printed tile calls; cuda prints them)
 
@@ -168,9 +168,6 @@ def stages(t: cir.Tile) -> int:
     return 1 + STEPS_AHEAD
 
 
-STATIC_SHARED = 48 << 10         # the shared memory a block may declare statically
-
-
 def shared_bytes(t: cir.Tile) -> int:
     """The shared memory of a gang's stages: stages(t) steps for each of its warps."""
     return t.warps * stages(t) * step_bytes(t)
@@ -179,11 +176,12 @@ def shared_bytes(t: cir.Tile) -> int:
 def dynamic(t: cir.Tile) -> bool:
     """Whether the stages are more than a block may declare statically: then they are the
     kernel's dynamic shared memory, which its launch asks for (cuda.split)."""
-    return shared_bytes(t) > STATIC_SHARED
+    return shared_bytes(t) > BLOCK_SHARED
 
 
 def render(t: cir.Tile, itype: str, ctype: str = "float") -> str:
-    """The tile's statements inside a gang iteration of a one-warp block (`moac_lane`)."""
+    """The tile's statements inside a gang iteration of a block of t.warps warps (`moac_lane`,
+    and `moac_warp` where there are several)."""
     e = lambda x: cir.expr(x, ctype)          # noqa: E731
     m, z, o = t.parts
     st = ST[t.storage]
@@ -241,7 +239,7 @@ def _staged(t: cir.Tile, S: int, itype: str, ctype: str, e, ind) -> list[str]:
         first = [str(16 * k) for k in range(S - 1)]
     else:
         L = [f"        auto &moac_stage = moac_stages[moac_warp];   /* this warp's {S} stages */",
-             f"        const {itype} moac_jw = {16} * moac_warp;   /* this warp's first step: steps w, w + {W}, ... */"]
+             f"        const {itype} moac_jw = 16 * moac_warp;   /* this warp's first step: steps w, w + {W}, ... */"]
         first = ["moac_jw"] + [f"moac_jw + {16 * W * k}" for k in range(1, S - 1)]
     L += [f"        moac_kv_tile<{t.dk}, {t.dv}, {st}> moac_ta;", *ind(_read_registers(t, tuple(f"moac_r{k}" for k in range(S))), 2)]
     for k in range(S - 1):
@@ -273,19 +271,14 @@ def team_body(body: tuple) -> tuple:
     """A gang body whose tile has several warps (cir.Tile.warps): what follows the tile, at
     every level around it, run by warp 0 alone, which holds the merged state (the others
     would repeat its stores and its count of the LastGang counter)."""
-    out = []
-    for i, st in enumerate(body):
-        if isinstance(st, cir.Tile):
-            rest = body[i + 1:]
-            return tuple(out) + (st,) + ((cir.If(cir.Bin("==", cir.Var("moac_warp"), cir.Int(0)), rest),) if rest else ())
-        if tiles_in(st):
-            if isinstance(st, cir.Block):
-                st = dataclasses.replace(st, body=team_body(st.body))
-            elif isinstance(st, cir.If) and not tiles_in(st.other) and not _reads_lanes(st.cond):
-                st = dataclasses.replace(st, then=team_body(st.then))      # the same branch for the block's warps
-            else:
-                raise RewriteError("a tile of several warps inside a loop of its gang or a condition of its lanes")
-            rest = body[i + 1:]
-            return tuple(out) + (st,) + ((cir.If(cir.Bin("==", cir.Var("moac_warp"), cir.Int(0)), rest),) if rest else ())
-        out.append(st)
-    return tuple(out)
+    i = next((i for i, st in enumerate(body) if tiles_in(st)), None)
+    if i is None:
+        return body
+    st, rest = body[i], body[i + 1:]
+    if isinstance(st, cir.Block):
+        st = dataclasses.replace(st, body=team_body(st.body))
+    elif isinstance(st, cir.If) and not tiles_in(st.other) and not _reads_lanes(st.cond):
+        st = dataclasses.replace(st, then=team_body(st.then))      # the same branch for the block's warps
+    elif not isinstance(st, cir.Tile):
+        raise RewriteError("a tile of several warps inside a loop of its gang or a condition of its lanes")
+    return body[:i] + (st,) + ((cir.If(cir.Bin("==", cir.Var("moac_warp"), cir.Int(0)), rest),) if rest else ())

@@ -290,7 +290,8 @@ class TensorTile(Scope):
         team = (f"{self.warps} warps a gang, warp w taking steps w, w + {self.warps}, … of the chunk, their states "
                 f"merged at its end; " if self.warps > 1 else "")
         who = f"the {self.rows} heads and their low halves" if self.rows > 1 else "the head and its low half"
-        return (f"tensor-core tile {self.shape}, 16 tokens a step: {team}rows = {who}, columns = 8 tokens (scores), 8 of {self.dv} outputs (weighted sum); d = 32·s + 8·c + 4·h + e "
+        return (f"tensor-core tile {self.shape}, 16 tokens a step: {team}rows = {who}, columns = 8 tokens (scores), "
+                f"8 of {self.dv} outputs (weighted sum); d = 32·s + 8·c + 4·h + e "
                 f"puts 8 contiguous elements of a K row in a lane (16-byte loads, γ-difference 1), dv = 64·h + 8·r + e "
                 f"8 of a V row; online softmax; targets without tile instructions run the passes below")
 

@@ -40,10 +40,11 @@ TARGET = Target(
     # streams read faster: one-warp blocks streaming K and V with no arithmetic took 128.8 µs as
     # 1024 blocks of 4 KB steps and 117.4 µs as 256 blocks of 16 KB (2026-12-03), and the bf16
     # tile kernel took 124.2 µs with 512 gangs against 129.0 with 1024 at B = 32, 126.9 against
-    # 135.1 at B = 1 n = 131072 (256 gangs: 141 µs, short of compute).  The 8-bit and d = 64
-    # tiles (4 KB steps, bound by their per-step work) keep 1024.  A gang of several warps
-    # (plans.tiles.team_warps) reads a step of each at a time: bf16 at d = 128 with 2 warps,
-    # 256 gangs of 16 KB (B = 32: 123.6 against 124.4 µs for 512 one-warp gangs, 2026-12-03).
+    # 135.1 at B = 1 n = 131072 (256 one-warp gangs: 141 µs, short of compute).  A gang of
+    # several warps (plans.tiles.team_warps) reads a step of each at a time, so the bytes above
+    # are a gang's: bf16 at d = 128 with 2 warps and the 8-bit and d = 64 tiles with 4, 256
+    # gangs of 16 KB (B = 32: 123.6 against 124.4 µs for 512 one-warp gangs; fp8 70.8 against
+    # 75.0 µs for 1024, 2026-12-03).
     # A ragged batch's chunks hold any number of tokens: it aims for twice tile_gangs warps,
     # two waves (ragged B = 32 at 90.5 % of the dense kernel with 2048 one-warp gangs, 81.0 %
     # with 1024 on 2026-12-02; with 2 warps a gang 90.4 % with 1024 gangs, 89.3 % with 2048,

@@ -27,12 +27,12 @@ which the TensorTile node carries as its body (and which the counts and the veri
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import sympy as sp
 
 from ...dnf import DOp, DRead, map_children
-from ...dtypes import BYTES
 from ...front.data import has_data
 from ..index import gamma, internal, lane_diff
 from ..choices import MIN_CHUNK
@@ -114,10 +114,11 @@ def derive(ctx, E, W, Wt, ev, l, members: list, group, rest, rest_ext, start, co
     """The tile of a gang's chunk, or why there is none.  E is the score of token l (one
     reduction over ev), W the weighted values and Wt their factor per token (or None),
     members the group's substitutions and
-    group (gv, gc, a) with gv = gc·a + m, or None for one head a gang (one row of the tile:
-    a step costs the same tile instructions as for a group, and on the H200 MHA bf16 took
-    122.3 µs so against 125.9 in the lane passes, which were thought memory-bound); rest the output axes; body the lane passes it
-    replaces; parts the (buffer, index) of the partials m, z, o of member 0."""
+    group (gv, gc, a) with gv = gc·a + m, or None for one head a gang (a tile of one row: a
+    step costs the same tile instructions as for a group, and on the H200 MHA bf16 took
+    122.3 µs so against 125.9 in the lane passes, which had been thought memory-bound); rest
+    the output axes; body the lane passes it replaces; parts the (buffer, index) of the
+    partials m, z, o of member 0."""
     M = len(members)
     if M > MAX_ROWS:
         return f"{M} heads per gang: a tile holds {MAX_ROWS} heads and their low halves"
@@ -182,10 +183,10 @@ def derive(ctx, E, W, Wt, ev, l, members: list, group, rest, rest_ext, start, co
     # a gang's tokens start at g·chunk, the chunk a power of two of at least MIN_CHUNK tokens
     kb, vb = _blocked(offs["key"], tok), _blocked(offs["value"], tok)
     blocks = (kb, vb) if MIN_CHUNK % STEP == 0 and kb and vb else None
-    step = STEP * (int(dk) + int(rest_ext[0])) * BYTES[kd]
-    return TensorTile(warps=team_warps(step), body=body, q=qr.array, k=kr.array, v=vr.array, q_at=offs["query"], k_at=offs["key"],
+    tile = TensorTile(body=body, q=qr.array, k=kr.array, v=vr.array, q_at=offs["query"], k_at=offs["key"],
                       v_at=offs["value"], blocks=blocks, row=row, tok=tok, tok_var=l,
                       rows=M, dk=int(dk), dv=int(rest_ext[0]), start=start, count=count, score=score,
                       parts=(m, z, o), m_at=part(m, mi), z_at=part(z, zi), o_at=part(o, oi),
                       shape=f"m16n8k16 {STORAGE[kd]} → f32", storage=kd, weight=weight)
+    return dataclasses.replace(tile, warps=team_warps(tile.step_bytes))
 
