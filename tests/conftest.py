@@ -111,7 +111,6 @@ def moac_cache_dir(tmp_path_factory):
         yield path
 
 
-
 # --------------------------------------------------------------------------- parallel runs
 # The README's test command runs the suite on every CPU with pytest-xdist, a whole file per
 # worker (--dist loadfile: a module's fixtures, such as the docs' console outputs or the nvcc
