@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from .. import ops
 from ..errors import RewriteError
 from . import cir, tiles
+from .cuda_helpers import device_helpers, replaced
 
 LANES = 32
 LANE = cir.Var("moac_lane")
@@ -407,51 +408,6 @@ def split(kernels: tuple, ctype: str, itype: str, fname: str, array_types: dict,
     return host_code, regions, warp, comments
 
 
-WORD_HELPERS = {
-    "moac_word": "/* one 8-byte word of a read-only array (a packed load through the read-only path) */\n"
-                 "static __device__ inline uint64_t moac_word(const void *p, int64_t i) "
-                 "{ return (uint64_t)__ldg((const unsigned long long *)p + i); }",
-    "moac_word4": "/* one 4-byte word of a read-only array (four one-byte elements, the read-only path) */\n"
-                  "static __device__ inline uint32_t moac_word4(const void *p, int64_t i) "
-                  "{ return (uint32_t)__ldg((const unsigned int *)p + i); }",
-}
-
-
-# 8-bit storage widened on the GPU by its conversions to f16, which are exact (every E4M3 and
-# E5M2 value, NaN and inf included, is an f16): E4M3 by the hardware conversion of sm_89 and
-# later (one instruction), E5M2 being the top byte of an f16; then f16 -> f32 (one more).
-# The portable integer widening of moac.emit.codegen stays for the host and older GPUs.
-_FP8_DEVICE = {
-    "moac_f8e4m3_to_f32": ("defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890",
-                           "    return __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)b, __NV_E4M3)));"),
-    "moac_f8e5m2_to_f32": ("defined(__CUDA_ARCH__)",
-                           "    __half_raw h; h.x = (unsigned short)((unsigned short)b << 8); return __half2float(__half(h));"),
-    "moac_f8e4m3x2_to_f32": ("defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890",
-                             "    __half2_raw r = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)two, __NV_E4M3);\n"
-                             "    __half_raw h; h.x = k ? r.y : r.x; return __half2float(__half(h));"),
-    "moac_f8e5m2x2_to_f32": ("defined(__CUDA_ARCH__)",
-                             "    __half_raw h; h.x = k ? (unsigned short)(two & 0xff00u) : (unsigned short)(two << 8);\n"
-                             "    return __half2float(__half(h));"),
-}
-
-
-def _fp8_helper(name: str, portable: str) -> str:
-    """The CUDA helper for an 8-bit widening: the device conversion under #if, else the
-    portable body."""
-    cond, device = _FP8_DEVICE[name]
-    if "{\n" in portable:
-        head, body = portable.split("{\n", 1)
-        body = body.rsplit("\n}", 1)[0]
-    else:                                       # a one-line helper: static inline T f(...) { body }
-        head, body = portable.split("{ ", 1)
-        body = "    " + body.rsplit(" }", 1)[0]
-    note = ("/* on the GPU: the exact conversion to f16 (E4M3: the hardware's, sm_89 and later), then to f32;\n"
-            " * on the host and older GPUs: */\n")
-    includes = "#include <cuda_fp16.h>\n#include <cuda_fp8.h>\n" if "x2" not in name else ""
-    return (f"{includes}{note}{head.rstrip()}\n".replace("static inline", "static __host__ __device__ inline")
-            + "{\n" + f"#if {cond}\n{device}\n#else\n{body}\n#endif\n" + "}")
-
-
 def _cxx(params: str) -> str:
     return params.replace("*restrict ", "*__restrict__ ")
 
@@ -478,11 +434,8 @@ def to_cuda(unit, sig, target) -> str:
         comments.update(cm)
         bodies.append(kernels_text(unit, indent, host_code))
     ctx.update(
-        helpers=tuple(h for h in ctx["helpers"]
-                      if h not in (OPTIONAL_HELPERS[w] for w in (*WORD_HELPERS, *_FP8_DEVICE, "moac_tile"))),
-        device_helpers=tuple(text for w, text in WORD_HELPERS.items() if w in unit.helpers)
-        + ((tiles.HELPERS,) if "moac_tile" in unit.helpers else ())
-        + tuple(_fp8_helper(w, OPTIONAL_HELPERS[w]) for w in _FP8_DEVICE if w in unit.helpers) + tuple(warp.values()),
+        helpers=tuple(h for h in ctx["helpers"] if h not in (OPTIONAL_HELPERS[w] for w in replaced())),
+        device_helpers=device_helpers(unit.helpers) + tuple(warp.values()),
         regions=[dict(name=r.name, comment=comments[r.name], threads=LANES * r.warps, warps=r.warps,
                       shared=[f"{t} *{a} = moac_smem_{t};   /* this gang's tile, in shared memory */"
                               for a, t in r.shared],

@@ -57,11 +57,33 @@ __host__ __device__
 static inline int32_t moac_imin32(int32_t a, int32_t b) { return a < b ? a : b; }
 __host__ __device__
 static inline int32_t moac_imax32(int32_t a, int32_t b) { return a > b ? a : b; }
-__host__ __device__
+/* on the GPU: the lanes of a warp count 32 sequences' chunks at once (every lane calls it); on the host: */
 /* a ragged batch's chunks enumerated densely: gang w is chunk g of sequence b, where w = Σ_{b' < b} ⌈lens[b'] ÷ chunk⌉ + g;
  * returns g·(B + 1) + b (b = B past the last chunk)
  * (in 32 bits: the lengths are checked to lie in 0 … N < 2^31 and the chunk is at most 1024) */
-static inline int64_t moac_ragged_pick_i32(int64_t w, const int32_t *lens, int64_t B, int64_t chunk) { const uint32_t c32 = (uint32_t)chunk; int64_t b = 0; for (; b < B; ++b) { int64_t c = (int64_t)(((uint32_t)lens[b] + c32 - 1u) / c32); if (w < c) break; w -= c; } return w * (B + 1) + b; }
+static __host__ __device__ inline int64_t moac_ragged_pick_i32(int64_t w, const int32_t *lens, int64_t B, int64_t chunk)
+{
+#if defined(__CUDA_ARCH__)
+    const unsigned moac_l = threadIdx.x & 31u;
+    const uint32_t c = (uint32_t)chunk;
+    int64_t base = 0;   /* the chunks of the sequences before b0 */
+    for (int64_t b0 = 0; b0 < B; b0 += 32) {
+        const int64_t b = b0 + moac_l;
+        const uint32_t n = b < B ? ((uint32_t)lens[b] + c - 1u) / c : 0u;   /* this lane's sequence's chunks */
+        uint32_t s = n;   /* their inclusive sum over the lanes */
+        for (int o = 1; o < 32; o <<= 1) { const uint32_t t = __shfl_up_sync(0xffffffffu, s, o); if (moac_l >= (unsigned)o) s += t; }
+        const unsigned hit = __ballot_sync(0xffffffffu, w - base < (int64_t)s);
+        if (hit) {   /* the first lane whose sum passes w holds its sequence */
+            const int l = __ffs(hit) - 1;
+            return (w - base - (int64_t)__shfl_sync(0xffffffffu, s - n, l)) * (B + 1) + b0 + l;
+        }
+        base += (int64_t)__shfl_sync(0xffffffffu, s, 31);
+    }
+    return (w - base) * (B + 1) + B;
+#else
+    const uint32_t c32 = (uint32_t)chunk; int64_t b = 0; for (; b < B; ++b) { int64_t c = (int64_t)(((uint32_t)lens[b] + c32 - 1u) / c32); if (w < c) break; w -= c; } return w * (B + 1) + b;
+#endif
+}
 static __device__ inline float moac_warp_add_f32(float x) { for (int o = 16; o > 0; o >>= 1) x = x + __shfl_xor_sync(0xffffffffu, x, o); return x; }
 static __device__ inline float moac_warp_max_f32(float x) { for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o)); return x; }
 
