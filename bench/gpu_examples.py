@@ -47,6 +47,7 @@ TILED = [
     ("decode_gqa_batched_bf16_g3", "decode_gqa_batched", "bf16", dict(hq=12, hkv=4, dk=128, dv=128), dict(B=2, n=1)),
     ("decode_gqa_batched_bf16_g4", "decode_gqa_batched", "bf16", dict(hq=32, hkv=8, dk=128, dv=128), dict(B=2, n=1027)),
     ("decode_gqa_batched_f16_g4", "decode_gqa_batched", "f16", dict(hq=16, hkv=4, dk=64, dv=64), dict(B=2, n=77)),
+    ("decode_gqa_batched_bf16_d256", "decode_gqa_batched", "bf16", dict(hq=8, hkv=2, dk=256, dv=256), dict(B=2, n=300)),
     ("decode_gqa_bf16", "decode_gqa", "bf16", dict(hkv=2, g=4, dk=128, dv=128), dict(n=300)),
     ("decode_ragged_bf16", "decode_ragged", "bf16", dict(hkv=2, g=4, dk=128, dv=128), dict(B=3, N=300)),
     ("decode_paged_bf16", "decode_paged", "bf16", dict(hq=8, hkv=2, d=128), dict(B=3, P=20, page=7, maxp=5)),

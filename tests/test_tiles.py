@@ -226,8 +226,8 @@ def test_the_tiled_cuda_compiles_with_nvcc_without_spilling(tmp_path):
 def test_the_gang_target_of_tile_kernels_is_target_data(tmp_path, monkeypatch):
     """cuda's chunk choice aims for Target.tile_gangs where the kernels have tiles whose chunks
     all hold the same tokens, fewer where tile_wave_bytes of a gang's steps at a time ask for
-    fewer, longer streams (16 KB, two warps' 8 KB steps: 256), twice tile_gangs warps where the
-    chunks are uneven, Target.gangs elsewhere; tile chunks may hold up to 8192 tokens."""
+    fewer, longer streams (32 KB, four warps' 8 KB steps: 128), twice tile_gangs warps and at
+    least tile_gangs gangs where the chunks are uneven, Target.gangs elsewhere; tile chunks may hold up to 8192 tokens."""
     import dataclasses
     from moac.targets import get_target
     cu = get_target("cuda")
@@ -237,28 +237,29 @@ def test_the_gang_target_of_tile_kernels_is_target_data(tmp_path, monkeypatch):
     assert cu.gang_target(True, True, 4096) == 1024 and cu.gang_target(True, True, 2048) == 1024   # not above one wave
     assert cu.gang_target(True, even=False, step_bytes=8192) == 2048                      # uneven chunks: two waves
     assert cu.gang_target(True, even=False, step_bytes=16384, warps=2) == 1024           # ... of warps
+    assert cu.gang_target(True, even=False, step_bytes=32768, warps=4) == 1024           # ... and tile_gangs gangs
     assert dataclasses.replace(cu, tile_gangs=0).gang_target(True, True, 8192) == cu.gangs
     assert dataclasses.replace(get_target("openacc"), tile_gangs=1024).gang_target(True) == get_target("openacc").gangs
     assert cu.chunk_ceiling(True) == 8192 and cu.chunk_ceiling(False) == get_target("openacc").chunk_ceiling(True) == 1024
     tiled = moac.load(bf16("decode_gqa_batched", tmp_path))
     monkeypatch.delenv("MOAC_TILE_WARPS", raising=False)
     sched = tiled.onf(target="cuda", sizes=GQA).schedule
-    assert sched.tile_step_bytes == 2 * 16 * 256 * 2 and sched.tile_warps == 2     # two warps' 8 KB steps
+    assert sched.tile_step_bytes == 4 * 16 * 256 * 2 and sched.tile_warps == 4     # four warps' 8 KB steps
     src = tiled.c_source(target="cuda", sizes=GQA)
-    assert "about 256 gangs in all" in src and "while (c < want && c < 8192) c *= 2;" in src
+    assert "about 128 gangs in all" in src and "while (c < want && c < 8192) c *= 2;" in src
     fp8 = moac.load(ROOT / "examples" / "decode_gqa_fp8.moa").c_source(target="cuda", sizes=GQA)
     assert "about 256 gangs in all" in fp8                                            # four warps' 4 KB steps
     ragged = moac.load(bf16("decode_ragged", tmp_path)).c_source(target="cuda", sizes=dict(hkv=8, g=4, dk=128, dv=128))
-    assert "about 1024 gangs in all" in ragged                                        # uneven: 2048 warps
+    assert "about 1024 gangs in all" in ragged                                        # uneven: tile_gangs
     plain = moac.load(bf16("decode_mha", tmp_path)).c_source(target="cuda", sizes=dict(dk=128, dv=128))
-    assert "about 256 gangs in all" in plain                                          # a tile of one row
+    assert "about 128 gangs in all" in plain                                          # a tile of one row
     f32 = moac.load(ROOT / "examples" / "decode_mha.moa").c_source(target="cuda", sizes=dict(dk=128, dv=128))
     assert "about 4096 gangs in all" in f32 and "while (c < want && c < 1024) c *= 2;" in f32
     # a ragged batch's chunks hold any number of tokens: one wave would leave them unbalanced
     ragged = moac.load(bf16("decode_ragged", tmp_path))
     assert not ragged.onf(target="cuda", sizes=GQA).schedule.even_tiles
     assert tiled.onf(target="cuda", sizes=GQA).schedule.even_tiles
-    assert "about 1024 gangs in all" in ragged.c_source(target="cuda", sizes=GQA)   # of 2 warps
+    assert "about 1024 gangs in all" in ragged.c_source(target="cuda", sizes=GQA)   # of 4 warps
 
 
 @pytest.mark.parametrize("page, blocked", [(16, True), (64, True), (8, False), (None, False)])
@@ -277,16 +278,17 @@ def test_a_step_of_16_tokens_reads_one_page_base_where_16_divides_the_page(tmp_p
     assert dense.blocks[0][1] == dense.blocks[1][1] == 128           # contiguous rows of d = 128
 
 
-def test_the_warps_of_a_gang_fill_the_static_shared_memory(monkeypatch):
+def test_the_warps_of_a_gang_fill_two_gangs_a_multiprocessor(monkeypatch):
     """plans.tiles.team_warps: the most warps (a power of two, at most MAX_WARPS) whose STAGES
-    stages fit in a block's 48 KiB of static shared memory."""
+    stages fit in GANG_SHARED, 96 KiB: two gangs on a multiprocessor of 228 KiB."""
     from moac.schedule.plans import tiles as plan
     monkeypatch.delenv("MOAC_TILE_WARPS", raising=False)
-    assert plan.STAGES == tiles.STEPS_AHEAD + 1 == 3 and plan.BLOCK_SHARED == 49152
-    assert plan.team_warps(16 * 256 * 2) == 2          # bf16, dk = dv = 128: 2 × 3 × 8 KB
+    assert plan.STAGES == tiles.STEPS_AHEAD + 1 == 3 and plan.BLOCK_SHARED == 49152 and plan.GANG_SHARED == 98304
+    assert plan.team_warps(16 * 256 * 2) == 4          # bf16, dk = dv = 128: 4 × 3 × 8 KB
     assert plan.team_warps(16 * 256) == 4              # f8e4m3 at 128, bf16 at 64: 4 × 3 × 4 KB
     assert plan.team_warps(16 * 128) == 4              # never more than MAX_WARPS
-    assert plan.team_warps(16 * 512 * 2) == 1          # dk = dv = 256: one warp's 3 × 16 KB
+    assert plan.team_warps(16 * 512 * 2) == 2          # dk = dv = 256: 2 × 3 × 16 KB
+    assert plan.team_warps(16 * 1024 * 2) == 1         # dk = dv = 512: one warp, even past 96 KiB
     monkeypatch.setenv("MOAC_TILE_WARPS", "1")
     assert plan.team_warps(16 * 256) == 1
 
@@ -294,8 +296,9 @@ def test_the_warps_of_a_gang_fill_the_static_shared_memory(monkeypatch):
 def test_a_gang_of_two_warps_shares_its_steps_and_merges_its_state(tmp_path, monkeypatch):
     """Warp w of a gang takes the steps w, w + W, ... of the chunk from its own stages; at the
     end the warps' states meet in warp 0 (moac_tile_merge), which alone writes the partials and
-    runs what follows the tile in the gang (the last gang's fold); a block has 32·W threads."""
-    monkeypatch.delenv("MOAC_TILE_WARPS", raising=False)
+    runs what follows the tile in the gang (the last gang's fold); a block has 32·W threads
+    (two warps, as bf16 at d = 256 gets; printed here at d = 128)."""
+    monkeypatch.setenv("MOAC_TILE_WARPS", "2")
     monkeypatch.delenv("MOAC_CUDA_TILE_STAGES", raising=False)
     src = moac.load(bf16("decode_gqa_batched", tmp_path)).c_source(target="cuda", sizes=GQA)
     lines = [ln.strip() for ln in src.splitlines()]
@@ -332,9 +335,10 @@ def test_a_tile_of_several_warps_must_be_reached_by_the_whole_block():
 
 
 def test_stages_past_48_kib_are_dynamic_shared_memory(tmp_path, monkeypatch):
-    """Four warps of 3 bf16 stages at d = 128 take 96 KiB, more than a block declares
-    statically: the stages are the kernel's dynamic shared memory, which its launch asks for."""
-    monkeypatch.setenv("MOAC_TILE_WARPS", "4")
+    """Four warps of 3 bf16 stages at d = 128 (the default) take 96 KiB, more than a block
+    declares statically: the stages are the kernel's dynamic shared memory, which its launch
+    asks for."""
+    monkeypatch.delenv("MOAC_TILE_WARPS", raising=False)
     monkeypatch.delenv("MOAC_CUDA_TILE_STAGES", raising=False)
     src = moac.load(bf16("decode_gqa_batched", tmp_path)).c_source(target="cuda", sizes=GQA)
     assert "extern __shared__ __align__(16) unsigned char moac_dyn_smem[];" in src

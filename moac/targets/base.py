@@ -82,13 +82,14 @@ class Target:
         tokens, Schedule.even_tiles; `step_bytes`: the K and V bytes a gang reads at a time,
         a step of each of its `warps` warps).  Tile kernels aim for `tile_gangs` (about one
         wave), or fewer where `tile_wave_bytes` of steps at a time ask for fewer, longer
-        streams, where their chunks are even; twice `tile_gangs` warps where a ragged batch's
-        lengths make them uneven (the second wave balances the first); other kernels for
+        streams, where their chunks are even; where a ragged batch's lengths make them uneven,
+        twice `tile_gangs` warps (the later waves balance the first) and no fewer than
+        `tile_gangs` gangs (a gang's warps split its chunk, not the batch); other kernels for
         `gangs`."""
         if not (tiled and self.tensor_tiles and self.tile_gangs):
             return self.gangs
         if not even:
-            return max(1, 2 * self.tile_gangs // warps)
+            return max(self.tile_gangs, 2 * self.tile_gangs // warps)
         if self.tile_wave_bytes and step_bytes:
             return min(self.tile_gangs, self.tile_wave_bytes // step_bytes)
         return self.tile_gangs

@@ -42,13 +42,15 @@ TARGET = Target(
     # tile kernel took 124.2 µs with 512 gangs against 129.0 with 1024 at B = 32, 126.9 against
     # 135.1 at B = 1 n = 131072 (256 one-warp gangs: 141 µs, short of compute).  A gang of
     # several warps (plans.tiles.team_warps) reads a step of each at a time, so the bytes above
-    # are a gang's: bf16 at d = 128 with 2 warps and the 8-bit and d = 64 tiles with 4, 256
-    # gangs of 16 KB (B = 32: 123.6 against 124.4 µs for 512 one-warp gangs; fp8 70.8 against
-    # 75.0 µs for 1024, 2026-12-03).
+    # are a gang's: 4 warps for bf16 at d = 128 and the 8-bit and d = 64 tiles (B = 32 with
+    # 2 warps: 123.6 against 124.4 µs for 512 one-warp gangs; fp8 70.8 against 75.0 µs for
+    # 1024, 2026-12-03).
     # A ragged batch's chunks hold any number of tokens: it aims for twice tile_gangs warps,
-    # two waves (ragged B = 32 at 90.5 % of the dense kernel with 2048 one-warp gangs, 81.0 %
-    # with 1024 on 2026-12-02; with 2 warps a gang 90.4 % with 1024 gangs, 89.3 % with 2048,
-    # 82.7 % with 512 on 2026-12-03).  MOAC_CUDA_TILE_GANGS,
+    # two waves, and no fewer than tile_gangs gangs (ragged B = 32 at 90.5 % of the dense
+    # kernel with 2048 one-warp gangs, 81.0 % with 1024 on 2026-12-02; with 2 warps a gang
+    # 90.4 % with 1024 gangs, 89.3 % with 2048, 82.7 % with 512 on 2026-12-03; with 4 warps
+    # 92.0 % with 512 gangs and 93.5 % with 1024, paged 90.6 and 92.6 %, later that day).
+    # MOAC_CUDA_TILE_GANGS,
     # MOAC_CUDA_TILE_WAVE_BYTES and MOAC_CUDA_TILE_MAX_CHUNK set others, for experiments
     tile_gangs=int(os.environ.get("MOAC_CUDA_TILE_GANGS", "1024")),
     tile_wave_bytes=int(os.environ.get("MOAC_CUDA_TILE_WAVE_BYTES", str(4 << 20))),

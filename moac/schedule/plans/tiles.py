@@ -64,23 +64,28 @@ def _starts_aligned(off, shape) -> bool:
 STEP = 16                        # tokens of one tile step; a step starts at a multiple of it
 STAGES = 3                       # shared-memory stages of a warp: the step it computes and 2 on their way
 BLOCK_SHARED = 48 << 10          # the static shared memory of a block (CUDA: 48 KiB without opting in)
+GANG_SHARED = 96 << 10           # the stages of a gang at most: two gangs a multiprocessor (228 KiB on sm_90)
 MAX_WARPS = 4                    # warps of a gang at most
 
 
 def team_warps(step_bytes: int) -> int:
     """The warps of a gang: the most, a power of two up to MAX_WARPS, whose STAGES stages of
-    step_bytes fit in BLOCK_SHARED.  They share the gang's chunk step by step (warp w takes
-    steps w, w + W, ...), so the gang reads W·step bytes at a time from one stream, and its
-    partials stay one (the warps' states merged through the stages at the end).  Fewer,
-    longer streams: on the H200 one stream of 16 KB steps per block read 1 GiB at 117 µs,
-    4 KB steps from 4 times as many blocks at 130 µs (bench/probes/stream_read).  bf16 d =
-    128 (8 KB steps): 2 warps; fp8 or d = 64 (4 KB): 4.  MOAC_TILE_WARPS sets another count
-    (a power of two), for experiments."""
+    step_bytes fit in GANG_SHARED (past BLOCK_SHARED they are dynamic shared memory).  They
+    share the gang's chunk step by step (warp w takes steps w, w + W, ...), so the gang reads
+    W·step bytes at a time from one stream, and its partials stay one (the warps' states
+    merged through the stages at the end).  Fewer, longer streams: on the H200 one stream of
+    16 KB steps per block read 1 GiB at 117 µs, 4 KB steps from 4 times as many blocks at
+    130 µs (bench/probes/stream_read).  bf16 d = 128 (8 KB steps), fp8, d = 64: 4 warps;
+    d = 256: 2.  4 warps against 2 at bf16 d = 128 (96 against 48 KiB), H200, 2026-12-03:
+    batched GQA B = 32 123.3 / 123.5 µs, B = 1 n = 131072 123.1 / 124.3, B = 4 n = 2048
+    10.9 / 11.2, MHA 122.4 / 122.8; ragged 133.2 / 134.4 and paged 134.6 / 138.2 µs
+    (docs/benchmarks.md).  MOAC_TILE_WARPS sets another count (a power of two), for
+    experiments."""
     forced = os.environ.get("MOAC_TILE_WARPS")
     if forced is not None:
         return max(1, int(forced))
     w = 1
-    while 2 * w <= MAX_WARPS and 2 * w * STAGES * step_bytes <= BLOCK_SHARED:
+    while 2 * w <= MAX_WARPS and 2 * w * STAGES * step_bytes <= GANG_SHARED:
         w *= 2
     return w
 
