@@ -314,8 +314,12 @@ def test_a_gang_of_two_warps_shares_its_steps_and_merges_its_state(tmp_path, mon
     assert lines.count(merge) == 2                      # the 64- and the 32-bit index kernels
     i = lines.index(merge)
     assert lines[i + 1] == "if (moac_warp == 0)" and lines[i + 2].startswith("moac_tile_finish<128>(")
-    fold = lines.index("__threadfence();   /* this gang's partials, visible before it is counted */")
+    fold = lines.index("const unsigned moac_need = n_ / chunk + (n_ % chunk != 0);")
     assert lines[fold - 1] == "if (8 * B_ >= 32 && n_ / chunk + (n_ % chunk != 0) >= 1 && n_ / chunk + (n_ % chunk != 0) <= 32) {"
+    # a frame of one gang (B = 32 at n = 4096 has one chunk a frame) folds with no fence and no count
+    assert lines[fold + 1:fold + 6] == ["unsigned moac_last = moac_need == 1;", "if (moac_last) {",
+                                        "__syncwarp();   /* a frame of one gang: no fence, no count */", "} else {",
+                                        "__threadfence();   /* this gang's partials, visible before it is counted */"]
     assert "if (moac_warp == 0) {" in lines[i + 3:fold]
     assert ", 64, 0, moac_stream>>>(" in src
 

@@ -150,24 +150,27 @@ class _Lanes:
         """Every lane fences its stores of the partials, lane 0 counts the gang on the frame's
         counter, and the gang that brings it to `count` (the frame's last) folds the frame,
         after a fence of its own (the threadfence-reduction pattern of the CUDA samples).
-        The counters are zeroed on the stream before the kernel, and so are the outputs of
-        `zero` (a frame no gang folds: a token axis read from data that is empty)."""
+        A frame of one gang needs neither fence nor count: that gang folds what its own warp
+        stored (`__syncwarp` orders the lanes' stores and loads).  The counters are zeroed on
+        the stream before the kernel, and so are the outputs of `zero` (a frame no gang folds:
+        a token axis read from data that is empty)."""
         self.counters.append((s.counter, cir.expr(s.size, self.ctype), cir.expr(s.when, self.ctype)))
         self.zeroed += [(a, cir.expr(n, self.ctype), cir.expr(s.when, self.ctype)) for a, n in s.zero]
         self.fold = True
         body = self.stmts(s.body)
         self.fold = False
+        count = (cir.Raw("__threadfence();   /* this gang's partials, visible before it is counted */"),
+                 cir.Raw("__syncwarp();"),
+                 cir.Decl("const long long", "moac_slot", s.index),
+                 cir.If(cir.Bin("==", LANE, cir.Int(0)),
+                        (cir.Raw(f"moac_last = atomicAdd((unsigned *)&{s.counter}[moac_slot], 1u) == moac_need - 1u;"),)),
+                 cir.Raw("moac_last = __shfl_sync(0xffffffffu, moac_last, 0);"),
+                 cir.If(cir.Var("moac_last"), (cir.Raw("__threadfence();"),)))
         return cir.If(s.when, (
-            cir.Raw("__threadfence();   /* this gang's partials, visible before it is counted */"),
-            cir.Raw("__syncwarp();"),
-            cir.Decl("const long long", "moac_slot", s.index),
             cir.Decl("const unsigned", "moac_need", s.count),
-            cir.Decl("unsigned", "moac_last", cir.Int(0)),
-            cir.If(cir.Bin("==", LANE, cir.Int(0)),
-                   (cir.Raw(f"moac_last = atomicAdd((unsigned *)&{s.counter}[moac_slot], 1u) == moac_need - 1u;"),)),
-            cir.Raw("moac_last = __shfl_sync(0xffffffffu, moac_last, 0);"),
-            cir.If(cir.Var("moac_last"), (cir.Block((cir.Raw("__threadfence();"),) + body,
-                                                    comment=s.comment or None),))))
+            cir.Decl("unsigned", "moac_last", cir.Bin("==", cir.Var("moac_need"), cir.Int(1))),
+            cir.If(cir.Var("moac_last"), (cir.Raw("__syncwarp();   /* a frame of one gang: no fence, no count */"),), count),
+            cir.If(cir.Var("moac_last"), (cir.Block(body, comment=s.comment or None),))))
 
     def vector(self, s: cir.For) -> list:
         out: list = []
