@@ -34,21 +34,28 @@ _FP8_DEVICE = {
 }
 
 
-def _fp8_helper(name: str, portable: str) -> str:
-    """The CUDA helper for an 8-bit widening: the device conversion under #if, else the
-    portable body."""
-    cond, device = _FP8_DEVICE[name]
+def _device_or_portable(portable: str, cond: str, device: str, note: str) -> str:
+    """A helper of moac.emit.codegen (`portable`, its comment and `static inline T f(...)`, then
+    its body, on one line or several) for host and device: `device` under `#if cond`, else the
+    portable body; `note` goes before the portable helper's own comment."""
     if "{\n" in portable:
         head, body = portable.split("{\n", 1)
         body = body.rsplit("\n}", 1)[0]
     else:                                       # a one-line helper: static inline T f(...) { body }
         head, body = portable.split("{ ", 1)
         body = "    " + body.rsplit(" }", 1)[0]
+    return (f"{note}{head.rstrip()}\n".replace("static inline", "static __host__ __device__ inline")
+            + "{\n" + f"#if {cond}\n{device}\n#else\n{body}\n#endif\n" + "}")
+
+
+def _fp8_helper(name: str, portable: str) -> str:
+    """The CUDA helper for an 8-bit widening: the device conversion under #if, else the
+    portable body."""
+    cond, device = _FP8_DEVICE[name]
     note = ("/* on the GPU: the exact conversion to f16 (E4M3: the hardware's, sm_89 and later), then to f32;\n"
             " * on the host and older GPUs: */\n")
     includes = "#include <cuda_fp16.h>\n#include <cuda_fp8.h>\n" if "x2" not in name else ""
-    return (f"{includes}{note}{head.rstrip()}\n".replace("static inline", "static __host__ __device__ inline")
-            + "{\n" + f"#if {cond}\n{device}\n#else\n{body}\n#endif\n" + "}")
+    return includes + _device_or_portable(portable, cond, device, note)
 
 
 # A ragged batch's gang w finds its sequence with the warp's 32 lanes at once: each lane counts
@@ -56,23 +63,19 @@ def _fp8_helper(name: str, portable: str) -> str:
 # passes w.  The portable helper walks the sequences one by one (a division each), which every
 # gang, live or past the last chunk, paid before its first copy.  Called where every lane of
 # the block's warps runs the gang's statements (cuda.split's gang level), as the full mask says.
-_PICK_DEVICE = {
-    "moac_ragged_pick_i32": ("int32_t", "(uint32_t)lens[b]", "(uint32_t)chunk", "uint32_t"),
-    "moac_ragged_pick_i64": ("int64_t", "(uint64_t)lens[b]", "(uint64_t)chunk", "uint64_t"),
-}
+# The helper's name -> the unsigned type of its lengths' chunk counts.
+_PICK_DEVICE = {"moac_ragged_pick_i32": "uint32_t", "moac_ragged_pick_i64": "uint64_t"}
 
 
 def _pick_helper(name: str, portable: str) -> str:
     """The CUDA pick: lanes over the sequences under __CUDA_ARCH__, else the portable loop."""
-    lens_t, length, chunk, ut = _PICK_DEVICE[name]
-    head, body = portable.split("{ ", 1)
-    body = body.rsplit(" }", 1)[0]
+    ut = _PICK_DEVICE[name]
     device = (f"    const unsigned moac_l = threadIdx.x & 31u;\n"
-              f"    const {ut} c = {chunk};\n"
+              f"    const {ut} c = ({ut})chunk;\n"
               f"    int64_t base = 0;   /* the chunks of the sequences before b0 */\n"
               f"    for (int64_t b0 = 0; b0 < B; b0 += 32) {{\n"
               f"        const int64_t b = b0 + moac_l;\n"
-              f"        const {ut} n = b < B ? ({length} + c - 1u) / c : 0u;   /* this lane's sequence's chunks */\n"
+              f"        const {ut} n = b < B ? (({ut})lens[b] + c - 1u) / c : 0u;   /* this lane's sequence's chunks */\n"
               f"        {ut} s = n;   /* their inclusive sum over the lanes */\n"
               f"        for (int o = 1; o < 32; o <<= 1) {{ const {ut} t = __shfl_up_sync(0xffffffffu, s, o); if (moac_l >= (unsigned)o) s += t; }}\n"
               f"        const unsigned hit = __ballot_sync(0xffffffffu, w - base < (int64_t)s);\n"
@@ -83,10 +86,8 @@ def _pick_helper(name: str, portable: str) -> str:
               f"        base += (int64_t)__shfl_sync(0xffffffffu, s, 31);\n"
               f"    }}\n"
               f"    return (w - base) * (B + 1) + B;")
-    portable_body = "    " + body
     note = "/* on the GPU: the lanes of a warp count 32 sequences' chunks at once (every lane calls it); on the host: */\n"
-    return (f"{note}{head.rstrip()}\n".replace("static inline", "static __host__ __device__ inline")
-            + "{\n" + f"#if defined(__CUDA_ARCH__)\n{device}\n#else\n{portable_body}\n#endif\n" + "}")
+    return _device_or_portable(portable, "defined(__CUDA_ARCH__)", device, note)
 
 
 def replaced() -> tuple:
