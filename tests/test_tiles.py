@@ -313,14 +313,11 @@ def test_a_gang_of_two_warps_shares_its_steps_and_merges_its_state(tmp_path, mon
              "moac_o, moac_tm, moac_tz, moac_warp, moac_lane);")
     assert lines.count(merge) == 2                      # the 64- and the 32-bit index kernels
     i = lines.index(merge)
-    assert lines[i + 1] == "if (moac_warp == 0)" and lines[i + 2].startswith("moac_tile_finish<128>(")
+    assert lines[i + 1] == "if (moac_warp == 0) {" and lines[i + 3].startswith("moac_tile_out<128>(")
+    assert lines[i + 4] == "else" and lines[i + 5].startswith("moac_tile_finish<128>(")
     fold = lines.index("const unsigned moac_need = n_ / chunk + (n_ % chunk != 0);")
     assert lines[fold - 1] == "if (8 * B_ >= 32 && n_ / chunk + (n_ % chunk != 0) >= 1 && n_ / chunk + (n_ % chunk != 0) <= 32) {"
-    # a frame of one gang (B = 32 at n = 4096 has one chunk a frame) folds with no fence and no count
-    assert lines[fold + 1:fold + 6] == ["unsigned moac_last = moac_need == 1;", "if (moac_last) {",
-                                        "__syncwarp();   /* a frame of one gang: no fence, no count */", "} else {",
-                                        "__threadfence();   /* this gang's partials, visible before it is counted */"]
-    assert "if (moac_warp == 0) {" in lines[i + 3:fold]
+    assert "if (moac_warp == 0) {" in lines[i + 6:fold]
     assert ", 64, 0, moac_stream>>>(" in src
 
 
@@ -352,3 +349,33 @@ def test_stages_past_48_kib_are_dynamic_shared_memory(tmp_path, monkeypatch):
     assert ", 128, 98304, moac_stream>>>(" in src and "__launch_bounds__(128) moac_decode_gqa_batched_bf16_k1_partials(" in src
     t = cir.Tile("", 4, 128, 128, "Q_", "K_", "V_", ("m", "z", "o"), 0, 0, 0, 0, 0, 0, "r", "l", 0, 0, 0, "bf16", warps=2)
     assert tiles.shared_bytes(t) == 2 * 3 * 8192 and not tiles.dynamic(t)
+
+
+def test_a_frame_of_one_gang_stores_its_outputs_from_the_tile(tmp_path):
+    """Where a frame has one partial and its fold is in the partials kernel, that fold is the
+    identity (M = m, e^0 = 1, Z = z): the gang stores out = o ÷ z from the tile's registers
+    (moac_tile_out) instead of its partials, and the fold does not run for it; frames of
+    several gangs store partials, count and fold as before.  The Schedule says so (the tile's
+    line and a note), the same for every target."""
+    prog = moac.load(bf16("decode_gqa_batched", tmp_path))
+    src = prog.c_source(target="cuda", sizes=GQA)
+    lines = [ln.strip() for ln in src.splitlines()]
+    store = lines.index("moac_tile_out<128>(moac_o, moac_tz, moac_live, moac_tc, out_ + (512 * a + 128 * moac_row + 4096 * i_));")
+    assert lines[store - 1] == ("if (8 * B_ >= 32 && n_ / chunk + (n_ % chunk != 0) == 1)   "
+                                "/* a frame of one gang: out_ = o ÷ z, no partials, no fold */")
+    assert lines[store + 1] == "else" and lines[store + 2].startswith("moac_tile_finish<128>(")
+    fold = lines.index("const unsigned moac_need = n_ / chunk + (n_ % chunk != 0);", store)
+    assert lines[fold + 1:fold + 4] == ["unsigned moac_last = 0;", "if (moac_need != 1) {",
+                                        "__threadfence();   /* this gang's partials, visible before it is counted */"]
+    assert "/* a frame of one gang: its tile stored the outputs */" in lines[fold:]
+    assert src.count("static __device__ __forceinline__ void moac_tile_out(") == 1
+    # the counters are zeroed only where a frame has two partials or more: one launch otherwise
+    zero = "cudaMemsetAsync(moac_done, 0, sizeof(float) * (size_t)(8 * B_), moac_stream);"
+    assert lines.count(zero) == 2
+    assert lines[lines.index(zero) - 1] == ("if (8 * B_ >= 32 && n_ / chunk + (n_ % chunk != 0) <= 32 && "
+                                            "n_ / chunk + (n_ % chunk != 0) > 1)")
+    for target in ("cuda", "openacc"):
+        assert "a frame of one gang stores out = o ÷ z from the tile, no fold" in str(prog.onf(target=target, sizes=GQA))
+    # no fold in the kernel (too few frames for it): no direct store either
+    few = moac.load(bf16("decode_gqa", tmp_path)).c_source(target="cuda", sizes=GQA)
+    assert "moac_tile_out" not in few

@@ -142,6 +142,8 @@ class LastGang:
     body: tuple
     comment: str = ""
     zero: tuple = ()
+    direct: bool = False     # a frame of one gang stored its outputs from its tile (Tile.direct): no fold
+    counted: object = None   # where gangs count on `counter` (zeroed before the kernel there); None: `when`
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +177,9 @@ class Tile:
     weight: object = None    # a factor of each token's values (a dequantisation scale), or None
     blocks: tuple | None = None   # ((k base, stride), (v base, stride)) in `moac_blk`, or None
     warps: int = 1           # warps of the gang, sharing its steps (TensorTile.warps)
+    out: str = ""            # the output a frame of one gang stores from the tile where `direct` holds
+    out_at: object = 0
+    direct: object = None
 
 
 # --------------------------------------------------------------------------- printer

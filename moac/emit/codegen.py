@@ -173,6 +173,7 @@ OPTIONAL_HELPERS = {
     "}",
     "moac_tile": "",   # device code only: the CUDA printer adds moac.emit.tiles.HELPERS
     "moac_tile_even": "",   # a marker: a tile's chunks all hold the same tokens (Target.gang_target)
+    "moac_tile_out": "",    # device code only: moac.emit.tiles.TILE_OUT (a frame of one gang's outputs)
 }
 
 

@@ -151,10 +151,13 @@ class _Lanes:
         counter, and the gang that brings it to `count` (the frame's last) folds the frame,
         after a fence of its own (the threadfence-reduction pattern of the CUDA samples).
         A frame of one gang needs neither fence nor count: that gang folds what its own warp
-        stored (`__syncwarp` orders the lanes' stores and loads).  The counters are zeroed on
-        the stream before the kernel, and so are the outputs of `zero` (a frame no gang folds:
-        a token axis read from data that is empty)."""
-        self.counters.append((s.counter, cir.expr(s.size, self.ctype), cir.expr(s.when, self.ctype)))
+        stored (`__syncwarp` orders the lanes' stores and loads), or nothing where its tile
+        stored the outputs itself (LastGang.direct).  The counters are zeroed on
+        the stream before the kernel where some frame has several gangs (`counted`), and the
+        outputs of `zero` where `when` holds (a frame no gang folds: a token axis read from data
+        that is empty)."""
+        self.counters.append((s.counter, cir.expr(s.size, self.ctype),
+                              cir.expr(s.when if s.counted is None else s.counted, self.ctype)))
         self.zeroed += [(a, cir.expr(n, self.ctype), cir.expr(s.when, self.ctype)) for a, n in s.zero]
         self.fold = True
         body = self.stmts(s.body)
@@ -166,10 +169,16 @@ class _Lanes:
                         (cir.Raw(f"moac_last = atomicAdd((unsigned *)&{s.counter}[moac_slot], 1u) == moac_need - 1u;"),)),
                  cir.Raw("moac_last = __shfl_sync(0xffffffffu, moac_last, 0);"),
                  cir.If(cir.Var("moac_last"), (cir.Raw("__threadfence();"),)))
+        if s.direct:              # a frame of one gang stored its outputs from its tile: nothing to fold
+            one = (cir.Decl("unsigned", "moac_last", cir.Int(0)),
+                   cir.If(cir.Bin("!=", cir.Var("moac_need"), cir.Int(1)), count,
+                          (cir.Raw("/* a frame of one gang: its tile stored the outputs */"),)))
+        else:
+            one = (cir.Decl("unsigned", "moac_last", cir.Bin("==", cir.Var("moac_need"), cir.Int(1))),
+                   cir.If(cir.Var("moac_last"), (cir.Raw("__syncwarp();   /* a frame of one gang: no fence, no count */"),),
+                          count))
         return cir.If(s.when, (
-            cir.Decl("const unsigned", "moac_need", s.count),
-            cir.Decl("unsigned", "moac_last", cir.Bin("==", cir.Var("moac_need"), cir.Int(1))),
-            cir.If(cir.Var("moac_last"), (cir.Raw("__syncwarp();   /* a frame of one gang: no fence, no count */"),), count),
+            cir.Decl("const unsigned", "moac_need", s.count), *one,
             cir.If(cir.Var("moac_last"), (cir.Block(body, comment=s.comment or None),))))
 
     def vector(self, s: cir.For) -> list:

@@ -93,7 +93,7 @@ def _pick_helper(name: str, portable: str) -> str:
 def replaced() -> tuple:
     """The names of moac.emit.codegen's helpers that this module prints instead (or, for
     moac_tile, the name under which a unit asks for the tile helpers)."""
-    return (*WORD_HELPERS, *_FP8_DEVICE, "moac_tile", *_PICK_DEVICE)
+    return (*WORD_HELPERS, *_FP8_DEVICE, "moac_tile", "moac_tile_out", *_PICK_DEVICE)
 
 
 def device_helpers(wanted) -> tuple:
@@ -101,5 +101,6 @@ def device_helpers(wanted) -> tuple:
     from .codegen import OPTIONAL_HELPERS
     return (tuple(text for w, text in WORD_HELPERS.items() if w in wanted)
             + ((tiles.HELPERS,) if "moac_tile" in wanted else ())
+            + ((tiles.TILE_OUT,) if "moac_tile_out" in wanted else ())
             + tuple(_fp8_helper(w, OPTIONAL_HELPERS[w]) for w in _FP8_DEVICE if w in wanted)
             + tuple(_pick_helper(w, OPTIONAL_HELPERS[w]) for w in _PICK_DEVICE if w in wanted))

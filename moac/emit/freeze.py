@@ -20,7 +20,7 @@ from ..dnf.walk import divmod_pair
 from ..front.data import INDEX_DTYPES
 from ..schedule.index import gamma
 from ..schedule.ir import (Const, Guard, IndexValue, LastGang, Let, LetIndex, Local, Loop, Op, Read, Schedule, Scope,
-                           Select, Serial, Set, Store, TensorTile, Unpack, expr_reads, index_values, Prefetch)
+                           Select, Serial, Set, Store, TensorTile, Unpack, arrays_touched, Prefetch)
 from ..schedule.packing import WORD, word_bytes
 
 PAIRED = ("f8e4m3", "f8e5m2")   # unpacked in pairs: a GPU converts two fp8 to two f16 in one instruction
@@ -59,11 +59,6 @@ def mangle(name: str) -> str:
 _DATA_SHAPES: dict = {}      # integer input -> its shape, for the unit being frozen (set by to_cunit)
 _DATA_DTYPES: dict = {}      # integer input -> i32 or i64
 _USED: set = set()           # the optional helpers freeze called
-
-
-def data_arrays(e) -> set:
-    """The integer inputs a sympy expression reads."""
-    return {r.func.__name__.split("@")[-1] for r in sp.sympify(e).atoms(AppliedUndef)}
 
 
 def freeze(e) -> object:
@@ -223,6 +218,7 @@ class _Freezer:
         self.aligned: set = set()     # arrays read in packed words
         self.aligned16: set = set()   # arrays read in 16-byte words (tensor-core tiles)
         self.skipped: set = set()     # scratch buffers only a statement the target skips uses (LastGang counters)
+        self.direct_tile = False      # the last tile printed stores a frame of one gang's outputs (TensorTile.direct)
 
     def _at(self, buf, idx):
         """An access's offset: into the whole buffer, or into the gang's tile where the target
@@ -344,9 +340,11 @@ class _Freezer:
                 return cir.Block(self.stmts(b, arrays), self.t.serial_pragma(arrays), level="serial")
             case LastGang() if self.t.last_gang:
                 b = self.bufs[st.counter]
+                direct, self.direct_tile = self.direct_tile, False
                 return cir.LastGang(mangle(st.counter), gamma_c(st.index, b.shape), freeze(st.count), freeze_cond(st.when),
                                     freeze(b.size), self.stmts(st.body, arrays), st.note,
-                                    tuple((mangle(z), freeze(self.bufs[z].size)) for z in st.zero))
+                                    tuple((mangle(z), freeze(self.bufs[z].size)) for z in st.zero), direct,
+                                    None if st.counted is None else freeze_cond(st.counted))
             case LastGang():              # the target runs the combine kernel instead, with no counter
                 return self.skipped.add(st.counter) or []
             case TensorTile() if self.t.tensor_tiles:
@@ -362,13 +360,17 @@ class _Freezer:
         if st.even:
             self.helpers.add("moac_tile_even")
         self.aligned16.update(mangle(a) for a in (st.q, st.k, st.v))
+        self.direct_tile = bool(st.out) and st.direct is not None     # the LastGang after it skips such frames
+        if self.direct_tile:
+            self.helpers.add("moac_tile_out")
         m, z, o = (mangle(p) for p in st.parts)
         return cir.Tile(st.shape, st.rows, st.dk, st.dv, mangle(st.q), mangle(st.k), mangle(st.v), (m, z, o),
                         freeze(st.q_at), freeze(st.k_at), freeze(st.v_at), freeze(st.start),
                         freeze(st.count), self.expr(st.score), var_name(st.row), var_name(st.tok_var),
                         freeze(st.m_at), freeze(st.z_at), freeze(st.o_at), st.storage,
                         None if st.weight is None else self.expr(st.weight),
-                        None if st.blocks is None else tuple((freeze(b), k) for b, k in st.blocks), st.warps)
+                        None if st.blocks is None else tuple((freeze(b), k) for b, k in st.blocks), st.warps,
+                        *((mangle(st.out), freeze(st.out_at), freeze_cond(st.direct)) if self.direct_tile else ()))
 
     def loop(self, lp: Loop, arrays: tuple, outermost_gang: bool):
         if lp.level == "gang":
@@ -403,45 +405,6 @@ def _narrow_calls(x):
     return x
 
 
-def _arrays(body, out: set) -> set:
-    """The buffers a Schedule subtree touches (integer inputs read in its indices, extents
-    and guards among them)."""
-    def idx(index):
-        for i in index:
-            out.update(data_arrays(i))
-
-    def reads(v):
-        for r in expr_reads(v, []):
-            out.add(r.array)
-            idx(r.index)
-        if v is not None:
-            for x in index_values(v):
-                out.update(data_arrays(x))
-    for st in body:
-        match st:
-            case Store(array=a, value=v, index=ix):
-                out.add(a)
-                idx(ix)
-                reads(v)
-            case Let(value=v) | Set(value=v):
-                reads(v)
-            case Unpack(array=a, index=ix):
-                out.add(a)
-                idx(ix)
-            case LetIndex(value=x):
-                out.update(data_arrays(x))
-            case Guard(cond=c, then=t, other=o):
-                out.update(data_arrays(c))
-                _arrays(t, out)
-                _arrays(o, out)
-            case Loop(body=b, extent=n, start=st0):
-                out.update(data_arrays(n) | data_arrays(st0))
-                _arrays(b, out)
-            case Serial(body=b) | Scope(body=b):
-                _arrays(b, out)
-    return out
-
-
 def index_width(s: Schedule, target, index_bits: int) -> int:
     """The index width a unit is built with: 32 or 64 as asked; for 0 (auto) 32 where the
     fixed sizes prove every buffer has fewer than 2^31 elements, 64 where they prove the
@@ -459,7 +422,7 @@ def _kernels(s: Schedule, target, bits: int) -> tuple:
     f = _Freezer(s, target, bits)
     kernels = []
     for k in s.kernels:
-        arrays = tuple(mangle(a) for a in sorted(_arrays(k.body, set())))
+        arrays = tuple(mangle(a) for a in sorted(arrays_touched(k.body, set())))
         code = f.stmts(k.body, arrays)
         if k.unfolded is not None and target.last_gang:    # another kernel's last gangs fold where it fails
             code = (cir.If(freeze_cond(k.unfolded), code),)

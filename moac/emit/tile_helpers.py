@@ -266,3 +266,34 @@ static __device__ __forceinline__ void moac_tile_finish(const float (&o)[DV / 8]
         for (int q = 0; q < 4; ++q) dst[q] = make_float4(r[4 * q], r[4 * q + 1], r[4 * q + 2], r[4 * q + 3]);
     }
 }"""
+
+# a frame of one gang (TensorTile.direct): the row's outputs stored from the tile, the fold's
+# identity (M = m, e^0 = 1, Z = z) done in the lane
+TILE_OUT = r"""/* a frame of one gang: head r's outputs o ÷ z stored from the tile (0 where z = 0, no tokens), what the
+ * fold of its one partial would store; 16-byte stores where the output row is 16-byte aligned */
+template <int DV>
+static __device__ __forceinline__ void moac_tile_out(const float (&o)[DV / 8][4], float z, bool live, int c, float *out)
+{
+    z += __shfl_xor_sync(0xffffffffu, z, 1);
+    z += __shfl_xor_sync(0xffffffffu, z, 2);
+    if (!live)
+        return;
+    const bool wide = ((uintptr_t)out & 15u) == 0;
+#pragma unroll
+    for (int hh = 0; hh < DV / 64; ++hh) {
+        float r[16];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) { r[e] = o[8 * hh + e][0] + o[8 * hh + e][2]; r[8 + e] = o[8 * hh + e][1] + o[8 * hh + e][3]; }
+#pragma unroll
+        for (int e = 0; e < 16; ++e) r[e] = z != 0.0f ? r[e] / z : 0.0f;
+        float *dst = out + 64 * hh + 16 * c;
+        if (wide) {
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+                reinterpret_cast<float4 *>(dst)[q] = make_float4(r[4 * q], r[4 * q + 1], r[4 * q + 2], r[4 * q + 3]);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 16; ++e) dst[e] = r[e];
+        }
+    }
+}"""

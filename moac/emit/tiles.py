@@ -17,7 +17,7 @@ from ..dtypes import BYTES, CTYPE
 from ..errors import RewriteError
 from ..schedule.plans.tiles import BLOCK_SHARED, STAGES
 from . import cir
-from .tile_helpers import HELPERS  # noqa: F401  (the device helpers the printed tile calls; cuda prints them)
+from .tile_helpers import HELPERS, TILE_OUT  # noqa: F401  (the device helpers the printed tile calls; cuda prints them)
 
 
 
@@ -209,14 +209,18 @@ def render(t: cir.Tile, itype: str, ctype: str = "float") -> str:
                   f"   /* {S} stages for each of the gang's {W} warps */"]
     L += _staged(t, S, itype, ctype, e, ind)
     L += ["        }", "    }"]
-    finish = (f"moac_tile_finish<{t.dv}>(moac_o, moac_tm, moac_tz, moac_live, moac_tc, {m} + ({e(t.m_at)}), "
-              f"{z} + ({e(t.z_at)}), {o} + ({e(t.o_at)}));")
+    finish = [f"moac_tile_finish<{t.dv}>(moac_o, moac_tm, moac_tz, moac_live, moac_tc, {m} + ({e(t.m_at)}), "
+              f"{z} + ({e(t.z_at)}), {o} + ({e(t.o_at)}));"]
+    if t.direct is not None:          # a frame of one gang: its outputs, not its partials (TensorTile.direct)
+        finish = [f"if ({e(t.direct)})   /* a frame of one gang: {t.out} = o ÷ z, no partials, no fold */",
+                  f"    moac_tile_out<{t.dv}>(moac_o, moac_tz, moac_live, moac_tc, {t.out} + ({e(t.out_at)}));",
+                  "else", "    " + finish[0]]
     if W > 1:
         L += [f"    moac_tile_merge<{t.dv}, {W}, {S} * moac_stage_geom<{t.dk}, {t.dv}, {st}>::BYTES>(&moac_stages[0][0][0], "
               "moac_o, moac_tm, moac_tz, moac_warp, moac_lane);",
-              "    if (moac_warp == 0)", "        " + finish]
+              "    if (moac_warp == 0)" + (" {" if len(finish) > 1 else ""), *ind(finish, 2)] + (["    }"] if len(finish) > 1 else [])
     else:
-        L += ["    " + finish]
+        L += ind(finish, 1)
     L += ["}"]
     return "\n".join(L)
 

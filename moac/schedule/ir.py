@@ -20,6 +20,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 import sympy as sp
+from sympy.core.function import AppliedUndef
 
 LEVELS = ("gang", "worker", "vector", "register", "seq")
 
@@ -216,6 +217,8 @@ class LastGang:
     note: str = ""
     otherwise: object = None   # ¬when, as relations (the condition `kernel` carries: Kernel.unfolded)
     zero: tuple = ()           # outputs zero-filled before the kernel where `when` holds
+    counted: object = None     # where some frame has two partials or more, so that its gangs count: the
+                               # counters are zeroed only there (None: where `when` holds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,6 +276,9 @@ class TensorTile(Scope):
     even: bool = True       # every chunk holds `chunk` tokens but a frame's last (no length read from
                             # data: a ragged batch's chunks hold any number, which one wave of gangs
                             # would leave unbalanced)
+    out: str = ""           # the output a frame of one gang stores itself (o ÷ z from the tile), or ""
+    out_at: object = 0      # the offset of row's output element 0 (contiguous along the output axis)
+    direct: object = None   # where it does: the frame's fold in this kernel (LastGang.when) and one gang
 
     @property
     def step_bytes(self) -> int:
@@ -293,7 +299,9 @@ class TensorTile(Scope):
         return (f"tensor-core tile {self.shape}, 16 tokens a step: {team}rows = {who}, columns = 8 tokens (scores), "
                 f"8 of {self.dv} outputs (weighted sum); d = 32·s + 8·c + 4·h + e "
                 f"puts 8 contiguous elements of a K row in a lane (16-byte loads, γ-difference 1), dv = 64·h + 8·r + e "
-                f"8 of a V row; online softmax; targets without tile instructions run the passes below")
+                f"8 of a V row; online softmax; "
+                + (f"a frame of one gang stores {self.out} = o ÷ z from the tile, no fold; " if self.out else "")
+                + "targets without tile instructions run the passes below")
 
 
 # --------------------------------------------------------------------------- the whole
@@ -405,3 +413,47 @@ class Schedule:
             if b.name == name:
                 return b
         raise KeyError(name)
+
+
+def data_arrays(e) -> set:
+    """The integer inputs a sympy expression reads."""
+    return {r.func.__name__.split("@")[-1] for r in sp.sympify(e).atoms(AppliedUndef)}
+
+
+def arrays_touched(body, out: set) -> set:
+    """The buffers a Schedule subtree touches (integer inputs read in its indices, extents
+    and guards among them)."""
+    def idx(index):
+        for i in index:
+            out.update(data_arrays(i))
+
+    def reads(v):
+        for r in expr_reads(v, []):
+            out.add(r.array)
+            idx(r.index)
+        if v is not None:
+            for x in index_values(v):
+                out.update(data_arrays(x))
+    for st in body:
+        match st:
+            case Store(array=a, value=v, index=ix):
+                out.add(a)
+                idx(ix)
+                reads(v)
+            case Let(value=v) | Set(value=v):
+                reads(v)
+            case Unpack(array=a, index=ix):
+                out.add(a)
+                idx(ix)
+            case LetIndex(value=x):
+                out.update(data_arrays(x))
+            case Guard(cond=c, then=t, other=o):
+                out.update(data_arrays(c))
+                arrays_touched(t, out)
+                arrays_touched(o, out)
+            case Loop(body=b, extent=n, start=st0):
+                out.update(data_arrays(n) | data_arrays(st0))
+                arrays_touched(b, out)
+            case Serial(body=b) | Scope(body=b):
+                arrays_touched(b, out)
+    return out

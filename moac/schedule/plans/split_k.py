@@ -191,7 +191,8 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     passes = max_init(members) + pass1 + pass2 + pass3 + tuple(stores)
     fi = tuple(frame) + (g,)
     tile = tiles.derive(ctx, E, W, Wt, ev, l, members, None if grp is None else (gv, gc, a), rest, rest_ext, g * C, cn,
-                        passes, (("@m_part", fi), ("@z_part", fi), ("@o_part", fi + (0,) * len(rest))))
+                        passes, (("@m_part", fi), ("@z_part", fi), ("@o_part", fi + (0,) * len(rest))),
+                        (at.out.name, tuple(at.out.vars)))
     if isinstance(tile, str):
         ctx.notes.append(f"no tensor-core tile: {tile}")
     else:
@@ -207,6 +208,9 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
             ctx.notes.append(f"combine: a kernel of its own on every target ({lastg})")
     else:
         gang_body += (lastg,)
+    if not isinstance(tile, str) and tile.out:
+        passes = _direct(ctx, passes, lastg, G2)
+        gang_body = gang_body[:1] + passes + gang_body[1 + len(passes):]
     if Nd is not N:                 # a chunk at or past the data extent: no tokens, no partial
         gang_body = (Guard(sp.StrictLessThan(g * C, Nd), gang_body),)
     # GPU lanes: the chunk loop is outermost, so gangs that share rows of the inputs (the
@@ -366,11 +370,32 @@ def _last_gang_fold(ctx, at: SoftmaxContraction, Nd, N, gang_frame, gang_ext, me
                      f"partials kernel's `last` level; a counter per frame in the scratch buffer done, zeroed before "
                      f"the kernel) and kernel k{k2}_combine runs only otherwise; on the others (openacc) k{k2}_combine "
                      "always runs")
+    # G bounds every frame's partials: where it is 1, no gang counts and no counter is read
+    counted = sp.And(sp.StrictGreaterThan(G, 1), sp.LessThan(G, FOLD_MAX), sp.GreaterThan(frames, FOLD_MIN_FRAMES))
     return LastGang("@done", ctr_idx, G2, when, f"k{k2}_combine", body,
                     note=f"the last of the frame's {fmt_index(G2)} gangs folds its partials where "
                          f"{fmt_index(G)} ≤ {FOLD_MAX} and {fmt_index(frames)} ≥ {FOLD_MIN_FRAMES}: {M} heads × {dv} "
                          f"outputs, lanes over {rest[0].name}" + (f"; {at.out.name} zero-filled first" if ragged else ""),
-                    otherwise=otherwise, zero=(at.out.name,) if ragged else ())
+                    otherwise=otherwise, zero=(at.out.name,) if ragged else (), counted=counted)
+
+
+def _direct(ctx, passes: tuple, lastg, G2) -> tuple:
+    """The tile of `passes` with its frame-of-one-gang store: where the frame's fold is in the
+    partials kernel (LastGang.when) and the frame has one partial, that fold would be
+    M = m, e^{m − M} = 1, Z = z, out = o ÷ z, so the gang stores o ÷ z itself from the tile's
+    registers and the fold does not run (no round trip of the partials through memory, two
+    dependent loads at the end of every gang).  No fold in the kernel: no such store."""
+    tile = passes[0]
+    if isinstance(lastg, str):
+        return (dataclasses.replace(tile, out="", out_at=0),)
+    # where a frame's partials are the bound's (not read from data), G2 = 1 implies when's 1 ≤ G ≤ 32
+    conds = [c for c in sp.And.make_args(lastg.when) if not c.has(G2)]
+    direct = sp.And(sp.Eq(G2, 1), *conds)
+    if direct == sp.false:
+        return (dataclasses.replace(tile, out="", out_at=0),)
+    ctx.notes.append(f"a frame of one gang stores {tile.out} = o ÷ z from its tile where its fold is in the "
+                     f"partials kernel and it has {fmt_index(G2)} = 1 partial (its fold would be the identity)")
+    return (dataclasses.replace(tile, direct=direct),)
 
 
 def over_z(o):

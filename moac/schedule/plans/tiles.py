@@ -115,7 +115,7 @@ def _blocked(off, tok):
 
 
 def derive(ctx, E, W, Wt, ev, l, members: list, group, rest, rest_ext, start, count, body,
-           parts) -> TensorTile | str:
+           parts, out=None) -> TensorTile | str:
     """The tile of a gang's chunk, or why there is none.  E is the score of token l (one
     reduction over ev), W the weighted values and Wt their factor per token (or None),
     members the group's substitutions and
@@ -123,7 +123,8 @@ def derive(ctx, E, W, Wt, ev, l, members: list, group, rest, rest_ext, start, co
     step costs the same tile instructions as for a group, and on the H200 MHA bf16 took
     122.3 µs so against 125.9 in the lane passes, which had been thought memory-bound); rest
     the output axes; body the lane passes it replaces; parts the (buffer, index) of the
-    partials m, z, o of member 0."""
+    partials m, z, o of member 0; out the output (name, index), which a frame of one gang
+    may store from the tile (TensorTile.out: split_k sets where, TensorTile.direct)."""
     M = len(members)
     if M > MAX_ROWS:
         return f"{M} heads per gang: a tile holds {MAX_ROWS} heads and their low halves"
@@ -193,5 +194,23 @@ def derive(ctx, E, W, Wt, ev, l, members: list, group, rest, rest_ext, start, co
                       rows=M, dk=int(dk), dv=int(rest_ext[0]), start=start, count=count, score=score,
                       parts=(m, z, o), m_at=part(m, mi), z_at=part(z, zi), o_at=part(o, oi),
                       shape=f"m16n8k16 {STORAGE[kd]} → f32", storage=kd, weight=weight)
+    if out is not None and _stores_rows(ctx, out, sub, dv):
+        tile = dataclasses.replace(tile, out=out[0], out_at=part(out[0], tuple(sp.sympify(x).xreplace({dv: 0})
+                                                                             for x in out[1])))
     return dataclasses.replace(tile, warps=team_warps(tile.step_bytes))
+
+
+def _stores_rows(ctx, out, sub, dv) -> bool:
+    """Whether a lane may store its row's outputs o ÷ z from the tile: f32 elements, the
+    row contiguous along the output axis dv (γ-difference 1) from a multiple of 4 elements
+    (16-byte stores)."""
+    name, idx = out
+    buf = ctx.buffers[name]
+    if buf.dtype != "f32":
+        return False
+    full = gamma(tuple(midx(sp.sympify(i), sub) for i in idx), buf.shape)
+    if sp.sympify(lane_diff(full, dv)) != 1:
+        return False
+    off = sp.expand(full.xreplace({dv: 0}))
+    return all(sp.fraction(sp.cancel(t / 4))[1] == 1 for t in sp.Add.make_args(off))
 
