@@ -75,9 +75,9 @@ def _uses(code) -> tuple[set, set, set, set, set]:
                 decls.add(v)
             case cir.Assign(name=v):
                 reads.add(v)
-            case cir.Tile(q=q, k=k, v=v, parts=parts, row=row, tok=tok):
-                arrays.update((q, k, v) + parts)
-                stored.update(parts)
+            case cir.Tile(q=q, k=k, v=v, parts=parts, row=row, tok=tok, out=out):
+                arrays.update((q, k, v) + parts + ((out,) if out else ()))
+                stored.update(parts + ((out,) if out else ()))
                 reads.add("moac_lane")
                 decls.update((row, tok) + tiles.DECLARED)
             case cir.Call(fn="moac_word" | "moac_word4", args=(cir.Var(name=a), _)):
