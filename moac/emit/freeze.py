@@ -218,7 +218,6 @@ class _Freezer:
         self.aligned: set = set()     # arrays read in packed words
         self.aligned16: set = set()   # arrays read in 16-byte words (tensor-core tiles)
         self.skipped: set = set()     # scratch buffers only a statement the target skips uses (LastGang counters)
-        self.direct_tile = False      # the last tile printed stores a frame of one gang's outputs (TensorTile.direct)
 
     def _at(self, buf, idx):
         """An access's offset: into the whole buffer, or into the gang's tile where the target
@@ -340,10 +339,10 @@ class _Freezer:
                 return cir.Block(self.stmts(b, arrays), self.t.serial_pragma(arrays), level="serial")
             case LastGang() if self.t.last_gang:
                 b = self.bufs[st.counter]
-                direct, self.direct_tile = self.direct_tile, False
                 return cir.LastGang(mangle(st.counter), gamma_c(st.index, b.shape), freeze(st.count), freeze_cond(st.when),
                                     freeze(b.size), self.stmts(st.body, arrays), st.note,
-                                    tuple((mangle(z), freeze(self.bufs[z].size)) for z in st.zero), direct,
+                                    tuple((mangle(z), freeze(self.bufs[z].size)) for z in st.zero),
+                                    st.direct and self.t.tensor_tiles,
                                     None if st.counted is None else freeze_cond(st.counted))
             case LastGang():              # the target runs the combine kernel instead, with no counter
                 return self.skipped.add(st.counter) or []
@@ -360,8 +359,7 @@ class _Freezer:
         if st.even:
             self.helpers.add("moac_tile_even")
         self.aligned16.update(mangle(a) for a in (st.q, st.k, st.v))
-        self.direct_tile = bool(st.out) and st.direct is not None     # the LastGang after it skips such frames
-        if self.direct_tile:
+        if st.direct is not None:     # a frame of one gang's outputs (LastGang.direct: it skips such frames)
             self.helpers.add("moac_tile_out")
         m, z, o = (mangle(p) for p in st.parts)
         return cir.Tile(st.shape, st.rows, st.dk, st.dv, mangle(st.q), mangle(st.k), mangle(st.v), (m, z, o),
@@ -370,7 +368,7 @@ class _Freezer:
                         freeze(st.m_at), freeze(st.z_at), freeze(st.o_at), st.storage,
                         None if st.weight is None else self.expr(st.weight),
                         None if st.blocks is None else tuple((freeze(b), k) for b, k in st.blocks), st.warps,
-                        *((mangle(st.out), freeze(st.out_at), freeze_cond(st.direct)) if self.direct_tile else ()))
+                        *((mangle(st.out), freeze(st.out_at), freeze_cond(st.direct)) if st.direct is not None else ()))
 
     def loop(self, lp: Loop, arrays: tuple, outermost_gang: bool):
         if lp.level == "gang":

@@ -219,6 +219,8 @@ class LastGang:
     zero: tuple = ()           # outputs zero-filled before the kernel where `when` holds
     counted: object = None     # where some frame has two partials or more, so that its gangs count: the
                                # counters are zeroed only there (None: where `when` holds)
+    direct: bool = False       # the kernel's TensorTile stores the outputs of a frame of one gang
+                               # (TensorTile.direct): where a target prints the tile, such frames do not fold
 
 
 @dataclass(frozen=True, slots=True)

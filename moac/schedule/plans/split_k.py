@@ -199,18 +199,15 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
         passes = (dataclasses.replace(tile, even=Nd is N),)
         ctx.notes.append(f"tensor-core tile {tile.shape} derived for the chunk (moac.schedule.plans.tiles); the "
                          "targets with tile instructions run it, the others the passes it holds")
-    gang_body = (LetIndex(cn, sp.Min(C, Nd - g * C)),) + passes
     G2 = G if Nd is N else sp.ceiling(Nd / C)        # the partials that exist
     lastg = _last_gang_fold(ctx, at, Nd, N, gang_frame, gang_ext, members, frame, rest, rest_ext, G, G2,
                             len(ctx.kernels) + 2)
-    if isinstance(lastg, str):
-        if lastg.startswith("fewer frames"):        # a fold that only the frame count declines
-            ctx.notes.append(f"combine: a kernel of its own on every target ({lastg})")
-    else:
-        gang_body += (lastg,)
+    if isinstance(lastg, str) and lastg.startswith("fewer frames"):   # a fold that only the frame count declines
+        ctx.notes.append(f"combine: a kernel of its own on every target ({lastg})")
     if not isinstance(tile, str) and tile.out:
-        passes = _direct(ctx, passes, lastg, G2)
-        gang_body = gang_body[:1] + passes + gang_body[1 + len(passes):]
+        t, lastg = _direct(ctx, passes[0], lastg, G2)
+        passes = (t,)
+    gang_body = (LetIndex(cn, sp.Min(C, Nd - g * C)),) + passes + (() if isinstance(lastg, str) else (lastg,))
     if Nd is not N:                 # a chunk at or past the data extent: no tokens, no partial
         gang_body = (Guard(sp.StrictLessThan(g * C, Nd), gang_body),)
     # GPU lanes: the chunk loop is outermost, so gangs that share rows of the inputs (the
@@ -379,23 +376,20 @@ def _last_gang_fold(ctx, at: SoftmaxContraction, Nd, N, gang_frame, gang_ext, me
                     otherwise=otherwise, zero=(at.out.name,) if ragged else (), counted=counted)
 
 
-def _direct(ctx, passes: tuple, lastg, G2) -> tuple:
-    """The tile of `passes` with its frame-of-one-gang store: where the frame's fold is in the
+def _direct(ctx, tile, lastg, G2) -> tuple:
+    """(tile, lastg) with the tile's frame-of-one-gang store: where the frame's fold is in the
     partials kernel (LastGang.when) and the frame has one partial, that fold would be
     M = m, e^{m − M} = 1, Z = z, out = o ÷ z, so the gang stores o ÷ z itself from the tile's
     registers and the fold does not run (no round trip of the partials through memory, two
     dependent loads at the end of every gang).  No fold in the kernel: no such store."""
-    tile = passes[0]
-    if isinstance(lastg, str):
-        return (dataclasses.replace(tile, out="", out_at=0),)
     # where a frame's partials are the bound's (not read from data), G2 = 1 implies when's 1 ≤ G ≤ 32
-    conds = [c for c in sp.And.make_args(lastg.when) if not c.has(G2)]
-    direct = sp.And(sp.Eq(G2, 1), *conds)
-    if direct == sp.false:
-        return (dataclasses.replace(tile, out="", out_at=0),)
+    direct = None if isinstance(lastg, str) else \
+        sp.And(sp.Eq(G2, 1), *(c for c in sp.And.make_args(lastg.when) if not c.has(G2)))
+    if direct is None or direct == sp.false:
+        return dataclasses.replace(tile, out="", out_at=0), lastg
     ctx.notes.append(f"a frame of one gang stores {tile.out} = o ÷ z from its tile where its fold is in the "
                      f"partials kernel and it has {fmt_index(G2)} = 1 partial (its fold would be the identity)")
-    return (dataclasses.replace(tile, direct=direct),)
+    return dataclasses.replace(tile, direct=direct), dataclasses.replace(lastg, direct=True)
 
 
 def over_z(o):

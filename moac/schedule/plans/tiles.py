@@ -52,13 +52,13 @@ def _replace(e, old, new):
     return new if e == old else map_children(e, lambda c: _replace(c, old, new))
 
 
-def _starts_aligned(off, shape) -> bool:
-    """Every row start is a multiple of 8 elements: the row length (the last extent) is, and
+def _starts_aligned(off, shape, k: int = 8) -> bool:
+    """Every row start is a multiple of k elements: the row length (the last extent) is, and
     the offset is a sum of terms with that factor (a page number read from data times it)."""
     last = sp.sympify(shape[-1]) if shape else sp.Integer(1)
-    if not (last.is_Integer and int(last) % 8 == 0):
+    if not (last.is_Integer and int(last) % k == 0):
         return False
-    return all(sp.fraction(sp.cancel(t / 8))[1] == 1 for t in sp.Add.make_args(sp.expand(off)))
+    return all(sp.fraction(sp.cancel(t / k))[1] == 1 for t in sp.Add.make_args(sp.expand(off)))
 
 
 STEP = 16                        # tokens of one tile step; a step starts at a multiple of it
@@ -194,23 +194,20 @@ def derive(ctx, E, W, Wt, ev, l, members: list, group, rest, rest_ext, start, co
                       rows=M, dk=int(dk), dv=int(rest_ext[0]), start=start, count=count, score=score,
                       parts=(m, z, o), m_at=part(m, mi), z_at=part(z, zi), o_at=part(o, oi),
                       shape=f"m16n8k16 {STORAGE[kd]} → f32", storage=kd, weight=weight)
-    if out is not None and _stores_rows(ctx, out, sub, dv):
-        tile = dataclasses.replace(tile, out=out[0], out_at=part(out[0], tuple(sp.sympify(x).xreplace({dv: 0})
-                                                                             for x in out[1])))
+    out_at = None if out is None else _out_row(ctx, out, sub, dv)
+    if out_at is not None:
+        tile = dataclasses.replace(tile, out=out[0], out_at=out_at)
     return dataclasses.replace(tile, warps=team_warps(tile.step_bytes))
 
 
-def _stores_rows(ctx, out, sub, dv) -> bool:
-    """Whether a lane may store its row's outputs o ÷ z from the tile: f32 elements, the
-    row contiguous along the output axis dv (γ-difference 1) from a multiple of 4 elements
-    (16-byte stores)."""
+def _out_row(ctx, out, sub, dv):
+    """The offset of a row's output element 0 where a lane may store the row's outputs o ÷ z
+    from the tile: f32 elements, the row contiguous along the output axis dv (γ-difference 1)
+    from a multiple of 4 elements (16-byte stores); else None."""
     name, idx = out
     buf = ctx.buffers[name]
     if buf.dtype != "f32":
-        return False
+        return None
     full = gamma(tuple(midx(sp.sympify(i), sub) for i in idx), buf.shape)
-    if sp.sympify(lane_diff(full, dv)) != 1:
-        return False
-    off = sp.expand(full.xreplace({dv: 0}))
-    return all(sp.fraction(sp.cancel(t / 4))[1] == 1 for t in sp.Add.make_args(off))
-
+    at = sp.expand(full.xreplace({dv: 0}))
+    return at if sp.sympify(lane_diff(full, dv)) == 1 and _starts_aligned(at, buf.shape, 4) else None
