@@ -246,6 +246,14 @@ static __device__ __forceinline__ void moac_tile_merge(unsigned char *stages, fl
         }
     __syncthreads();
 }
+/* head r's 16 outputs of block hh held by the lane (dv = 64 hh + 16 c + 0 … 15): its rows r and r + 8 of
+ * the accumulator fragments (the two bf16 halves of q and p) added */
+template <int DV>
+static __device__ __forceinline__ void moac_tile_row(const float (&o)[DV / 8][4], int hh, float (&r)[16])
+{
+#pragma unroll
+    for (int e = 0; e < 8; ++e) { r[e] = o[8 * hh + e][0] + o[8 * hh + e][2]; r[8 + e] = o[8 * hh + e][1] + o[8 * hh + e][3]; }
+}
 /* the partials of head r: m, z (summed over the lane's column group), o (lane c holds dv = 64 h + 16 c + 0 … 15) */
 template <int DV>
 static __device__ __forceinline__ void moac_tile_finish(const float (&o)[DV / 8][4], float m, float z, bool live, int c,
@@ -259,8 +267,7 @@ static __device__ __forceinline__ void moac_tile_finish(const float (&o)[DV / 8]
 #pragma unroll
     for (int hh = 0; hh < DV / 64; ++hh) {
         float r[16];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) { r[e] = o[8 * hh + e][0] + o[8 * hh + e][2]; r[8 + e] = o[8 * hh + e][1] + o[8 * hh + e][3]; }
+        moac_tile_row<DV>(o, hh, r);
         float4 *dst = reinterpret_cast<float4 *>(op + 64 * hh + 16 * c);
 #pragma unroll
         for (int q = 0; q < 4; ++q) dst[q] = make_float4(r[4 * q], r[4 * q + 1], r[4 * q + 2], r[4 * q + 3]);
@@ -282,8 +289,7 @@ static __device__ __forceinline__ void moac_tile_out(const float (&o)[DV / 8][4]
 #pragma unroll
     for (int hh = 0; hh < DV / 64; ++hh) {
         float r[16];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) { r[e] = o[8 * hh + e][0] + o[8 * hh + e][2]; r[8 + e] = o[8 * hh + e][1] + o[8 * hh + e][3]; }
+        moac_tile_row<DV>(o, hh, r);
 #pragma unroll
         for (int e = 0; e < 16; ++e) r[e] = z != 0.0f ? r[e] / z : 0.0f;
         float *dst = out + 64 * hh + 16 * c;
