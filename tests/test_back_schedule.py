@@ -280,17 +280,19 @@ def test_the_c_chunk_choice_is_the_python_one(tmp_path):
     from moac.schedule.choices import chunk_size
     if shutil.which("gcc") is None:
         pytest.skip("gcc not found")
-    grid = [(t, f) for t in (1, 15, 16, 100, 4096, 32768, 131072, 10 ** 7) for f in (1, 8, 256, 1024)]
+    grid = [(t, f, lo) for t in (1, 15, 16, 100, 4096, 32768, 131072, 10 ** 7) for f in (1, 8, 256, 1024)
+            for lo in (16, 128, 300)]
     bounds = [(16384, 16, 1024), (4096, 16, 1024), (512, 128, 8192), (1024, 128, 8192), (2048, 128, 8192)]
     src = "#include <stdint.h>\n#include <stdio.h>\n"
     calls = []
     for k, (gangs, lo, hi) in enumerate(bounds):
         src += chunk_helper(gangs, lo, hi).replace("moac_chunk(", f"chunk{k}(") + "\n"
-        calls += [f'printf("%lld\\n", (long long)chunk{k}({t}LL, {f}LL));' for t, f in grid]
+        calls += [f'printf("%lld\\n", (long long)chunk{k}({t}LL, {f}LL, {lo}LL));' for t, f, lo in grid]
     src += "int main(void) {\n" + "\n".join(calls) + "\nreturn 0;\n}\n"
     (tmp_path / "chunk.c").write_text(src)
     subprocess.run(["gcc", "-O1", "-o", str(tmp_path / "chunk"), str(tmp_path / "chunk.c")], check=True)
     got = [int(x) for x in subprocess.run([str(tmp_path / "chunk")], capture_output=True, text=True, check=True).stdout.split()]
-    want = [chunk_size(t, f, gangs, lo, hi) for gangs, lo, hi in bounds for t, f in grid]
+    want = [chunk_size(t, f, fl, gangs, lo, hi) for gangs, lo, hi in bounds for t, f, fl in grid]
     assert got == want
-    assert chunk_size(4096, 256, 512, 128, 8192) == 2048 and chunk_size(4096, 256, 1024, 128, 1024) == 1024
+    assert chunk_size(4096, 256, 16, 512, 128, 8192) == 2048 and chunk_size(4096, 256, 16, 1024, 128, 1024) == 1024
+    assert chunk_size(32768, 8, 128) == 128 and chunk_size(32768, 8, 16) == 16    # the plan's floor binds

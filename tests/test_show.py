@@ -57,9 +57,11 @@ def test_bench_counts_are_the_cost_formulas_at_the_call_sizes(matmul):
 
 def test_bench_counts_evaluate_the_run_time_chunk_as_cost_does():
     prog = example("decode_gqa")
-    kern = prog.compile(target="c", sizes={"dk": 16, "dv": 8})
-    rng = np.random.default_rng(1)
     hkv, g, n = 2, 3, 300
+    # the same fixed sizes as cost's ONF below (with g and hkv fixed the query heads of a KV
+    # head share a gang, which sets the chunk's floor), n given at run time
+    kern = prog.compile(target="c", sizes={"dk": 16, "dv": 8, "hkv": hkv, "g": g})
+    rng = np.random.default_rng(1)
     arrays = {"Q": rng.standard_normal((hkv * g, 16)).astype(np.float32),
               "K": rng.standard_normal((hkv, n, 16)).astype(np.float32),
               "V": rng.standard_normal((hkv, n, 8)).astype(np.float32)}

@@ -72,11 +72,13 @@ def chunk_helper(gangs: int, lo: int = MIN_CHUNK, hi: int = CHUNK) -> str:
     with chunks of `lo` … `hi` tokens."""
     per = CHUNKS_PER_FRAME
     return (f"/* tokens per gang for the split-K plan: the smallest power of two in {lo} ... {hi} that\n"
-            f" * keeps at most {per} chunks per frame (the combine folds them with lanes over the chunks)\n"
-            f" * and about {gangs} gangs in all (this target's choice) */\n"
-            "static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {\n"
+            f" * keeps at most {per} chunks per frame (the combine folds them with lanes over the chunks),\n"
+            f" * about {gangs} gangs in all (this target's choice) and at least `fewest` tokens (the plan's:\n"
+            " * enough that the chunk's K/V rows outweigh its partial state 16 times) */\n"
+            "static inline int64_t moac_chunk(int64_t tokens, int64_t frames, int64_t fewest) {\n"
             f"    int64_t by_chunks = (tokens + {per - 1}) / {per}, by_gangs = (tokens * frames + {gangs - 1}) / {gangs};\n"
             f"    int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = {lo};\n"
+            "    if (want < fewest) want = fewest;\n"
             f"    while (c < want && c < {hi}) c *= 2;\n"
             "    return c;\n"
             "}")

@@ -8,19 +8,22 @@ CHUNK = 1024         # the most tokens per gang in the split-K lifting (a target
 MIN_CHUNK = 16       # the fewest
 
 
-CHUNKS_PER_FRAME = 1024   # the most chunks of one frame the combine merges
+CHUNKS_PER_FRAME = 2048   # the most chunks of one frame the combine merges
 GANGS = 16384             # the default gang count aimed for (a target may set its own: Target.gangs)
 
 
-def chunk_size(tokens: int, frames: int, gangs: int = GANGS, least: int = MIN_CHUNK, most: int = CHUNK) -> int:
+def chunk_size(tokens: int, frames: int, floor: int = MIN_CHUNK, gangs: int = GANGS, least: int = MIN_CHUNK,
+               most: int = CHUNK) -> int:
     """moac_chunk: the smallest power of two in 16 … 1024 tokens per chunk that keeps at
-    most CHUNKS_PER_FRAME chunks per frame and about `gangs` gangs in all (measured on the
-    H200, docs/benchmarks.md: fewer gangs leave multiprocessors idle, which the single-head
-    and shared-KV cases showed; the combine folds a frame's chunks with lanes over them,
-    so its cost grows with ⌈chunks/32⌉).  `least`: the target's smallest chunk (MIN_CHUNK,
-    or more for kernels with tensor-core tiles: Target.chunk_floor); `most`: its largest
-    (CHUNK, or more for tile kernels: Target.chunk_ceiling)."""
-    want = max((tokens + CHUNKS_PER_FRAME - 1) // CHUNKS_PER_FRAME, (tokens * frames + gangs - 1) // gangs)
+    most CHUNKS_PER_FRAME chunks per frame, about `gangs` gangs in all and at least `floor`
+    tokens (measured on the H200, docs/benchmarks.md: fewer gangs leave multiprocessors
+    idle, which the single-head and shared-KV cases showed; the combine folds a frame's
+    chunks with lanes over them, so its cost grows with the chunks; `floor` is the plan's,
+    the fewest tokens whose K/V rows outweigh the chunk's partial state 16 times:
+    plans.split_k.split_floor).  `least`: the target's smallest chunk (MIN_CHUNK, or more
+    for kernels with tensor-core tiles: Target.chunk_floor); `most`: its largest (CHUNK,
+    or more for tile kernels: Target.chunk_ceiling)."""
+    want = max((tokens + CHUNKS_PER_FRAME - 1) // CHUNKS_PER_FRAME, (tokens * frames + gangs - 1) // gangs, floor)
     c = least
     while c < want and c < most:
         c *= 2

@@ -29,11 +29,13 @@ static inline float moac_f16_to_f32(uint16_t h) {
     union { uint32_t u; float f; } v; v.u = u; return v.f;
 }
 /* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that
- * keeps at most 1024 chunks per frame (the combine folds them with lanes over the chunks)
- * and about 16384 gangs in all (this target's choice) */
-static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
-    int64_t by_chunks = (tokens + 1023) / 1024, by_gangs = (tokens * frames + 16383) / 16384;
+ * keeps at most 2048 chunks per frame (the combine folds them with lanes over the chunks),
+ * about 16384 gangs in all (this target's choice) and at least `fewest` tokens (the plan's:
+ * enough that the chunk's K/V rows outweigh its partial state 16 times) */
+static inline int64_t moac_chunk(int64_t tokens, int64_t frames, int64_t fewest) {
+    int64_t by_chunks = (tokens + 2047) / 2048, by_gangs = (tokens * frames + 16383) / 16384;
     int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = 16;
+    if (want < fewest) want = fewest;
     while (c < want && c < 1024) c *= 2;
     return c;
 }
@@ -46,12 +48,12 @@ static inline uint64_t moac_word(const void *p, int64_t i) { uint64_t w = ((cons
 /* Bytes of scratch memory the computation needs for these sizes. */
 size_t moac_decode_workspace_bytes(int64_t n_)
 {
-    int64_t chunk = moac_chunk(n_, 1);
+    int64_t chunk = moac_chunk(n_, 1, 16);
     (void)chunk;
     return ((sizeof(float) * (size_t)(n_ / chunk + (n_ % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(n_ / chunk + (n_ % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(128 * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256);
 }
 
-/* Scratch lives in `workspace` (moac_decode_workspace_bytes() bytes, 8-byte aligned: scratch is read in packed words);
+/* Scratch lives in `workspace` (moac_decode_workspace_bytes() bytes, any alignment of 4 bytes);
  * with workspace == NULL it is allocated and freed here.
  * Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_decode_with_workspace(const float *restrict q_, const float *restrict K_, const float *restrict V_, float *restrict out_, int64_t n_, void *workspace)
@@ -62,9 +64,7 @@ int moac_decode_with_workspace(const float *restrict q_, const float *restrict K
         return 2;
     if ((uintptr_t)q_ % 8 != 0)     /* read in packed 8-byte words */
         return 2;
-    if ((uintptr_t)workspace % 8 != 0)     /* read in packed 8-byte words */
-        return 2;
-    int64_t chunk = moac_chunk(n_, 1);
+    int64_t chunk = moac_chunk(n_, 1, 16);
     size_t ws_bytes = moac_decode_workspace_bytes(n_);
     char *ws = workspace;
     int own = !ws;
@@ -221,52 +221,19 @@ int moac_decode_with_workspace(const float *restrict q_, const float *restrict K
         moac_z_part[g] = zg;
     }
     /* kernel k2_combine: log-sum-exp merge of the chunk partials */
-    for (int64_t db = 0; db < 16; ++db) {  /* lifted output axis d: ⟨128⟩ → ⟨⌈128/8⌉ 8⟩, d = 8·db + r */
+    for (int64_t db = 0; db < 128; ++db) {  /* lifted output axis d: ⟨128⟩ → ⟨⌈128/1⌉ 1⟩, d = 1·db + r */
         float M = -INFINITY;
         for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* global maximum M = max_g m_g */
             M = fmaxf(M, moac_m_part[g]);
         }
         float Z = 0.0f;
         float o0 = 0.0f;
-        float o1 = 0.0f;
-        float o2 = 0.0f;
-        float o3 = 0.0f;
-        float o4 = 0.0f;
-        float o5 = 0.0f;
-        float o6 = 0.0f;
-        float o7 = 0.0f;
-        for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
-            uint64_t ow0w = moac_word(moac_o_part, 4 * db + 64 * g);
-            float ow0 = moac_bits_to_f32((uint32_t)ow0w);
-            float ow1 = moac_bits_to_f32((uint32_t)(ow0w >> 32));
-            uint64_t ow2w = moac_word(moac_o_part, 4 * db + 64 * g + 1);
-            float ow2 = moac_bits_to_f32((uint32_t)ow2w);
-            float ow3 = moac_bits_to_f32((uint32_t)(ow2w >> 32));
-            uint64_t ow4w = moac_word(moac_o_part, 4 * db + 64 * g + 2);
-            float ow4 = moac_bits_to_f32((uint32_t)ow4w);
-            float ow5 = moac_bits_to_f32((uint32_t)(ow4w >> 32));
-            uint64_t ow6w = moac_word(moac_o_part, 4 * db + 64 * g + 3);
-            float ow6 = moac_bits_to_f32((uint32_t)ow6w);
-            float ow7 = moac_bits_to_f32((uint32_t)(ow6w >> 32));
+        for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 1 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];
-            o0 = o0 + e * ow0;
-            o1 = o1 + e * ow1;
-            o2 = o2 + e * ow2;
-            o3 = o3 + e * ow3;
-            o4 = o4 + e * ow4;
-            o5 = o5 + e * ow5;
-            o6 = o6 + e * ow6;
-            o7 = o7 + e * ow7;
+            o0 = o0 + e * moac_o_part[g * 128 + db];
         }
-        out_[8 * db] = Z != 0.0f ? o0 / Z : 0.0f;
-        out_[8 * db + 1] = Z != 0.0f ? o1 / Z : 0.0f;
-        out_[8 * db + 2] = Z != 0.0f ? o2 / Z : 0.0f;
-        out_[8 * db + 3] = Z != 0.0f ? o3 / Z : 0.0f;
-        out_[8 * db + 4] = Z != 0.0f ? o4 / Z : 0.0f;
-        out_[8 * db + 5] = Z != 0.0f ? o5 / Z : 0.0f;
-        out_[8 * db + 6] = Z != 0.0f ? o6 / Z : 0.0f;
-        out_[8 * db + 7] = Z != 0.0f ? o7 / Z : 0.0f;
+        out_[db] = Z != 0.0f ? o0 / Z : 0.0f;
     }
     if (own)
         free(ws);

@@ -40,11 +40,13 @@ static inline float moac_f16_to_f32(uint16_t h) {
 }
 __host__ __device__
 /* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that
- * keeps at most 1024 chunks per frame (the combine folds them with lanes over the chunks)
- * and about 4096 gangs in all (this target's choice) */
-static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
-    int64_t by_chunks = (tokens + 1023) / 1024, by_gangs = (tokens * frames + 4095) / 4096;
+ * keeps at most 2048 chunks per frame (the combine folds them with lanes over the chunks),
+ * about 4096 gangs in all (this target's choice) and at least `fewest` tokens (the plan's:
+ * enough that the chunk's K/V rows outweigh its partial state 16 times) */
+static inline int64_t moac_chunk(int64_t tokens, int64_t frames, int64_t fewest) {
+    int64_t by_chunks = (tokens + 2047) / 2048, by_gangs = (tokens * frames + 4095) / 4096;
     int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = 16;
+    if (want < fewest) want = fewest;
     while (c < want && c < 1024) c *= 2;
     return c;
 }
@@ -69,7 +71,7 @@ static __device__ inline float moac_warp_max_f32(float x) { for (int o = 16; o >
 /* Bytes of scratch memory the computation needs for these sizes. */
 extern "C" size_t moac_decode_workspace_bytes(int64_t n_)
 {
-    int64_t chunk = moac_chunk(n_, 1);
+    int64_t chunk = moac_chunk(n_, 1, 16);
     (void)chunk;
     return ((sizeof(float) * (size_t)(n_ / chunk + (n_ % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(n_ / chunk + (n_ % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(128 * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256);
 }
@@ -77,7 +79,7 @@ extern "C" size_t moac_decode_workspace_bytes(int64_t n_)
 /* 1 if every buffer has fewer than 2^31 elements: the kernels index with 32-bit integers. */
 static int moac_decode_fits32(int64_t n_)
 {
-    int64_t chunk = moac_chunk(n_, 1);
+    int64_t chunk = moac_chunk(n_, 1, 16);
     (void)chunk;
     return (int64_t)(128) < INT32_MAX && (int64_t)(128 * n_) < INT32_MAX && (int64_t)(128 * n_) < INT32_MAX && (int64_t)(128) < INT32_MAX && (int64_t)(n_ / chunk + (n_ % chunk != 0)) < INT32_MAX && (int64_t)(n_ / chunk + (n_ % chunk != 0)) < INT32_MAX && (int64_t)(128 * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && (int64_t)(chunk * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && 1;
 }
@@ -272,7 +274,7 @@ __global__ void __launch_bounds__(32) moac_decode_k1_partials(const float *__res
 __global__ void __launch_bounds__(32) moac_decode_k2_combine(float *__restrict__ moac_m_part, float *__restrict__ moac_o_part, float *__restrict__ moac_z_part, float *__restrict__ out_, int64_t chunk, int64_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int64_t moac_gid = blockIdx.x; moac_gid < 16; moac_gid += gridDim.x) {  /* one block per gang iteration: db */
+    for (int64_t moac_gid = blockIdx.x; moac_gid < 128; moac_gid += gridDim.x) {  /* one block per gang iteration: db */
         const int64_t db = moac_gid;
         float M = -INFINITY;
         if (moac_lane != 0) {
@@ -286,98 +288,30 @@ __global__ void __launch_bounds__(32) moac_decode_k2_combine(float *__restrict__
         __syncwarp();
         float Z = 0.0f;
         float o0 = 0.0f;
-        float o1 = 0.0f;
-        float o2 = 0.0f;
-        float o3 = 0.0f;
-        float o4 = 0.0f;
-        float o5 = 0.0f;
-        float o6 = 0.0f;
-        float o7 = 0.0f;
         if (moac_lane != 0) {
             Z = 0.0f;
             o0 = 0.0f;
-            o1 = 0.0f;
-            o2 = 0.0f;
-            o3 = 0.0f;
-            o4 = 0.0f;
-            o5 = 0.0f;
-            o6 = 0.0f;
-            o7 = 0.0f;
         }
         #pragma unroll 4
-        for (int64_t g = moac_lane; g < n_ / chunk + (n_ % chunk != 0); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
-            uint64_t ow0w = moac_word(moac_o_part, 4 * db + 64 * g);
-            float ow0 = moac_bits_to_f32((uint32_t)ow0w);
-            float ow1 = moac_bits_to_f32((uint32_t)(ow0w >> 32));
-            uint64_t ow2w = moac_word(moac_o_part, 4 * db + 64 * g + 1);
-            float ow2 = moac_bits_to_f32((uint32_t)ow2w);
-            float ow3 = moac_bits_to_f32((uint32_t)(ow2w >> 32));
-            uint64_t ow4w = moac_word(moac_o_part, 4 * db + 64 * g + 2);
-            float ow4 = moac_bits_to_f32((uint32_t)ow4w);
-            float ow5 = moac_bits_to_f32((uint32_t)(ow4w >> 32));
-            uint64_t ow6w = moac_word(moac_o_part, 4 * db + 64 * g + 3);
-            float ow6 = moac_bits_to_f32((uint32_t)ow6w);
-            float ow7 = moac_bits_to_f32((uint32_t)(ow6w >> 32));
+        for (int64_t g = moac_lane; g < n_ / chunk + (n_ % chunk != 0); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 1 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];
-            o0 = o0 + e * ow0;
-            o1 = o1 + e * ow1;
-            o2 = o2 + e * ow2;
-            o3 = o3 + e * ow3;
-            o4 = o4 + e * ow4;
-            o5 = o5 + e * ow5;
-            o6 = o6 + e * ow6;
-            o7 = o7 + e * ow7;
+            o0 = o0 + e * moac_o_part[g * 128 + db];
         }
-        /* 9 accumulators reduced across the warp: 16 exchanges, 9 broadcasts */
+        /* 2 accumulators reduced across the warp: 5 exchanges, 2 broadcasts */
         {
-            float moac_pad1 = 0.0f;
-            float moac_pad2 = 0.0f;
-            float moac_pad3 = 0.0f;
-            float moac_pad4 = 0.0f;
-            float moac_pad5 = 0.0f;
-            float moac_pad6 = 0.0f;
-            float moac_pad7 = 0.0f;
-            const int moac_up8 = (moac_lane & 16) != 0;
-            Z = (moac_up8 ? o7 : Z) + __shfl_xor_sync(0xffffffffu, moac_up8 ? Z : o7, 16);
-            o0 = (moac_up8 ? moac_pad1 : o0) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o0 : moac_pad1, 16);
-            o1 = (moac_up8 ? moac_pad2 : o1) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o1 : moac_pad2, 16);
-            o2 = (moac_up8 ? moac_pad3 : o2) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o2 : moac_pad3, 16);
-            o3 = (moac_up8 ? moac_pad4 : o3) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o3 : moac_pad4, 16);
-            o4 = (moac_up8 ? moac_pad5 : o4) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o4 : moac_pad5, 16);
-            o5 = (moac_up8 ? moac_pad6 : o5) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o5 : moac_pad6, 16);
-            o6 = (moac_up8 ? moac_pad7 : o6) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o6 : moac_pad7, 16);
-            const int moac_up9 = (moac_lane & 8) != 0;
-            Z = (moac_up9 ? o3 : Z) + __shfl_xor_sync(0xffffffffu, moac_up9 ? Z : o3, 8);
-            o0 = (moac_up9 ? o4 : o0) + __shfl_xor_sync(0xffffffffu, moac_up9 ? o0 : o4, 8);
-            o1 = (moac_up9 ? o5 : o1) + __shfl_xor_sync(0xffffffffu, moac_up9 ? o1 : o5, 8);
-            o2 = (moac_up9 ? o6 : o2) + __shfl_xor_sync(0xffffffffu, moac_up9 ? o2 : o6, 8);
-            const int moac_up10 = (moac_lane & 4) != 0;
-            Z = (moac_up10 ? o1 : Z) + __shfl_xor_sync(0xffffffffu, moac_up10 ? Z : o1, 4);
-            o0 = (moac_up10 ? o2 : o0) + __shfl_xor_sync(0xffffffffu, moac_up10 ? o0 : o2, 4);
-            const int moac_up11 = (moac_lane & 2) != 0;
-            Z = (moac_up11 ? o0 : Z) + __shfl_xor_sync(0xffffffffu, moac_up11 ? Z : o0, 2);
+            const int moac_up1 = (moac_lane & 16) != 0;
+            Z = (moac_up1 ? o0 : Z) + __shfl_xor_sync(0xffffffffu, moac_up1 ? Z : o0, 16);
+            Z = Z + __shfl_xor_sync(0xffffffffu, Z, 8);
+            Z = Z + __shfl_xor_sync(0xffffffffu, Z, 4);
+            Z = Z + __shfl_xor_sync(0xffffffffu, Z, 2);
             Z = Z + __shfl_xor_sync(0xffffffffu, Z, 1);
-            float moac_tot12 = Z;
-            Z = __shfl_sync(0xffffffffu, moac_tot12, 0);
-            o0 = __shfl_sync(0xffffffffu, moac_tot12, 2);
-            o1 = __shfl_sync(0xffffffffu, moac_tot12, 4);
-            o2 = __shfl_sync(0xffffffffu, moac_tot12, 6);
-            o3 = __shfl_sync(0xffffffffu, moac_tot12, 8);
-            o4 = __shfl_sync(0xffffffffu, moac_tot12, 10);
-            o5 = __shfl_sync(0xffffffffu, moac_tot12, 12);
-            o6 = __shfl_sync(0xffffffffu, moac_tot12, 14);
-            o7 = __shfl_sync(0xffffffffu, moac_tot12, 16);
+            float moac_tot2 = Z;
+            Z = __shfl_sync(0xffffffffu, moac_tot2, 0);
+            o0 = __shfl_sync(0xffffffffu, moac_tot2, 16);
         }
         __syncwarp();
-        out_[8 * db] = Z != 0.0f ? o0 / Z : 0.0f;
-        out_[8 * db + 1] = Z != 0.0f ? o1 / Z : 0.0f;
-        out_[8 * db + 2] = Z != 0.0f ? o2 / Z : 0.0f;
-        out_[8 * db + 3] = Z != 0.0f ? o3 / Z : 0.0f;
-        out_[8 * db + 4] = Z != 0.0f ? o4 / Z : 0.0f;
-        out_[8 * db + 5] = Z != 0.0f ? o5 / Z : 0.0f;
-        out_[8 * db + 6] = Z != 0.0f ? o6 / Z : 0.0f;
-        out_[8 * db + 7] = Z != 0.0f ? o7 / Z : 0.0f;
+        out_[db] = Z != 0.0f ? o0 / Z : 0.0f;
     }
 }
 
@@ -571,7 +505,7 @@ __global__ void __launch_bounds__(32) moac_decode_k1_partials_i32(const float *_
 __global__ void __launch_bounds__(32) moac_decode_k2_combine_i32(float *__restrict__ moac_m_part, float *__restrict__ moac_o_part, float *__restrict__ moac_z_part, float *__restrict__ out_, int32_t chunk, int32_t n_)
 {
     const int moac_lane = threadIdx.x;
-    for (int32_t moac_gid = blockIdx.x; moac_gid < 16; moac_gid += gridDim.x) {  /* one block per gang iteration: db */
+    for (int32_t moac_gid = blockIdx.x; moac_gid < 128; moac_gid += gridDim.x) {  /* one block per gang iteration: db */
         const int32_t db = moac_gid;
         float M = -INFINITY;
         if (moac_lane != 0) {
@@ -585,98 +519,30 @@ __global__ void __launch_bounds__(32) moac_decode_k2_combine_i32(float *__restri
         __syncwarp();
         float Z = 0.0f;
         float o0 = 0.0f;
-        float o1 = 0.0f;
-        float o2 = 0.0f;
-        float o3 = 0.0f;
-        float o4 = 0.0f;
-        float o5 = 0.0f;
-        float o6 = 0.0f;
-        float o7 = 0.0f;
         if (moac_lane != 0) {
             Z = 0.0f;
             o0 = 0.0f;
-            o1 = 0.0f;
-            o2 = 0.0f;
-            o3 = 0.0f;
-            o4 = 0.0f;
-            o5 = 0.0f;
-            o6 = 0.0f;
-            o7 = 0.0f;
         }
         #pragma unroll 4
-        for (int32_t g = moac_lane; g < n_ / chunk + (n_ % chunk != 0); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 8 outputs per gang, lanes over the partials g */
-            uint64_t ow0w = moac_word(moac_o_part, 4 * db + 64 * g);
-            float ow0 = moac_bits_to_f32((uint32_t)ow0w);
-            float ow1 = moac_bits_to_f32((uint32_t)(ow0w >> 32));
-            uint64_t ow2w = moac_word(moac_o_part, 4 * db + 64 * g + 1);
-            float ow2 = moac_bits_to_f32((uint32_t)ow2w);
-            float ow3 = moac_bits_to_f32((uint32_t)(ow2w >> 32));
-            uint64_t ow4w = moac_word(moac_o_part, 4 * db + 64 * g + 2);
-            float ow4 = moac_bits_to_f32((uint32_t)ow4w);
-            float ow5 = moac_bits_to_f32((uint32_t)(ow4w >> 32));
-            uint64_t ow6w = moac_word(moac_o_part, 4 * db + 64 * g + 3);
-            float ow6 = moac_bits_to_f32((uint32_t)ow6w);
-            float ow7 = moac_bits_to_f32((uint32_t)(ow6w >> 32));
+        for (int32_t g = moac_lane; g < n_ / chunk + (n_ % chunk != 0); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 1 outputs per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];
-            o0 = o0 + e * ow0;
-            o1 = o1 + e * ow1;
-            o2 = o2 + e * ow2;
-            o3 = o3 + e * ow3;
-            o4 = o4 + e * ow4;
-            o5 = o5 + e * ow5;
-            o6 = o6 + e * ow6;
-            o7 = o7 + e * ow7;
+            o0 = o0 + e * moac_o_part[g * 128 + db];
         }
-        /* 9 accumulators reduced across the warp: 16 exchanges, 9 broadcasts */
+        /* 2 accumulators reduced across the warp: 5 exchanges, 2 broadcasts */
         {
-            float moac_pad1 = 0.0f;
-            float moac_pad2 = 0.0f;
-            float moac_pad3 = 0.0f;
-            float moac_pad4 = 0.0f;
-            float moac_pad5 = 0.0f;
-            float moac_pad6 = 0.0f;
-            float moac_pad7 = 0.0f;
-            const int moac_up8 = (moac_lane & 16) != 0;
-            Z = (moac_up8 ? o7 : Z) + __shfl_xor_sync(0xffffffffu, moac_up8 ? Z : o7, 16);
-            o0 = (moac_up8 ? moac_pad1 : o0) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o0 : moac_pad1, 16);
-            o1 = (moac_up8 ? moac_pad2 : o1) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o1 : moac_pad2, 16);
-            o2 = (moac_up8 ? moac_pad3 : o2) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o2 : moac_pad3, 16);
-            o3 = (moac_up8 ? moac_pad4 : o3) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o3 : moac_pad4, 16);
-            o4 = (moac_up8 ? moac_pad5 : o4) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o4 : moac_pad5, 16);
-            o5 = (moac_up8 ? moac_pad6 : o5) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o5 : moac_pad6, 16);
-            o6 = (moac_up8 ? moac_pad7 : o6) + __shfl_xor_sync(0xffffffffu, moac_up8 ? o6 : moac_pad7, 16);
-            const int moac_up9 = (moac_lane & 8) != 0;
-            Z = (moac_up9 ? o3 : Z) + __shfl_xor_sync(0xffffffffu, moac_up9 ? Z : o3, 8);
-            o0 = (moac_up9 ? o4 : o0) + __shfl_xor_sync(0xffffffffu, moac_up9 ? o0 : o4, 8);
-            o1 = (moac_up9 ? o5 : o1) + __shfl_xor_sync(0xffffffffu, moac_up9 ? o1 : o5, 8);
-            o2 = (moac_up9 ? o6 : o2) + __shfl_xor_sync(0xffffffffu, moac_up9 ? o2 : o6, 8);
-            const int moac_up10 = (moac_lane & 4) != 0;
-            Z = (moac_up10 ? o1 : Z) + __shfl_xor_sync(0xffffffffu, moac_up10 ? Z : o1, 4);
-            o0 = (moac_up10 ? o2 : o0) + __shfl_xor_sync(0xffffffffu, moac_up10 ? o0 : o2, 4);
-            const int moac_up11 = (moac_lane & 2) != 0;
-            Z = (moac_up11 ? o0 : Z) + __shfl_xor_sync(0xffffffffu, moac_up11 ? Z : o0, 2);
+            const int moac_up1 = (moac_lane & 16) != 0;
+            Z = (moac_up1 ? o0 : Z) + __shfl_xor_sync(0xffffffffu, moac_up1 ? Z : o0, 16);
+            Z = Z + __shfl_xor_sync(0xffffffffu, Z, 8);
+            Z = Z + __shfl_xor_sync(0xffffffffu, Z, 4);
+            Z = Z + __shfl_xor_sync(0xffffffffu, Z, 2);
             Z = Z + __shfl_xor_sync(0xffffffffu, Z, 1);
-            float moac_tot12 = Z;
-            Z = __shfl_sync(0xffffffffu, moac_tot12, 0);
-            o0 = __shfl_sync(0xffffffffu, moac_tot12, 2);
-            o1 = __shfl_sync(0xffffffffu, moac_tot12, 4);
-            o2 = __shfl_sync(0xffffffffu, moac_tot12, 6);
-            o3 = __shfl_sync(0xffffffffu, moac_tot12, 8);
-            o4 = __shfl_sync(0xffffffffu, moac_tot12, 10);
-            o5 = __shfl_sync(0xffffffffu, moac_tot12, 12);
-            o6 = __shfl_sync(0xffffffffu, moac_tot12, 14);
-            o7 = __shfl_sync(0xffffffffu, moac_tot12, 16);
+            float moac_tot2 = Z;
+            Z = __shfl_sync(0xffffffffu, moac_tot2, 0);
+            o0 = __shfl_sync(0xffffffffu, moac_tot2, 16);
         }
         __syncwarp();
-        out_[8 * db] = Z != 0.0f ? o0 / Z : 0.0f;
-        out_[8 * db + 1] = Z != 0.0f ? o1 / Z : 0.0f;
-        out_[8 * db + 2] = Z != 0.0f ? o2 / Z : 0.0f;
-        out_[8 * db + 3] = Z != 0.0f ? o3 / Z : 0.0f;
-        out_[8 * db + 4] = Z != 0.0f ? o4 / Z : 0.0f;
-        out_[8 * db + 5] = Z != 0.0f ? o5 / Z : 0.0f;
-        out_[8 * db + 6] = Z != 0.0f ? o6 / Z : 0.0f;
-        out_[8 * db + 7] = Z != 0.0f ? o7 / Z : 0.0f;
+        out_[db] = Z != 0.0f ? o0 / Z : 0.0f;
     }
 }
 
@@ -696,9 +562,7 @@ extern "C" int moac_decode_device(const float *__restrict__ q_, const float *__r
         return 2;
     if ((uintptr_t)q_ % 8 != 0)     /* read in packed 8-byte words */
         return 2;
-    if ((uintptr_t)workspace % 8 != 0)     /* read in packed 8-byte words */
-        return 2;
-    int64_t chunk = moac_chunk(n_, 1);
+    int64_t chunk = moac_chunk(n_, 1, 16);
     size_t ws_bytes = moac_decode_workspace_bytes(n_);
     char *ws = (char *)workspace;
     int own = !ws && ws_bytes;
@@ -725,8 +589,8 @@ extern "C" int moac_decode_device(const float *__restrict__ q_, const float *__r
                 moac_decode_k1_partials_i32<<<(unsigned)(n_ / chunk + (n_ % chunk != 0) < 2147483647 ? n_ / chunk + (n_ % chunk != 0) : 2147483647), 32, sizeof(float) * (size_t)(chunk), moac_stream>>>(K_, V_, moac_m_part, moac_o_part, moac_z_part, q_, chunk, n_);
             }
             /* kernel k2_combine: log-sum-exp merge of the chunk partials */
-            if (16 > 0) {
-                moac_decode_k2_combine_i32<<<(unsigned)(16 < 2147483647 ? 16 : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, n_);
+            if (128 > 0) {
+                moac_decode_k2_combine_i32<<<(unsigned)(128 < 2147483647 ? 128 : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, n_);
             }
         }
     } else {
@@ -737,8 +601,8 @@ extern "C" int moac_decode_device(const float *__restrict__ q_, const float *__r
             moac_decode_k1_partials<<<(unsigned)(n_ / chunk + (n_ % chunk != 0) < 2147483647 ? n_ / chunk + (n_ % chunk != 0) : 2147483647), 32, sizeof(float) * (size_t)(chunk), moac_stream>>>(K_, V_, moac_m_part, moac_o_part, moac_z_part, q_, chunk, n_);
         }
         /* kernel k2_combine: log-sum-exp merge of the chunk partials */
-        if (16 > 0) {
-            moac_decode_k2_combine<<<(unsigned)(16 < 2147483647 ? 16 : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, n_);
+        if (128 > 0) {
+            moac_decode_k2_combine<<<(unsigned)(128 < 2147483647 ? 128 : 2147483647), 32, 0, moac_stream>>>(moac_m_part, moac_o_part, moac_z_part, out_, chunk, n_);
         }
     }
     if (own)

@@ -41,11 +41,13 @@ static inline float moac_f16_to_f32(uint16_t h) {
 }
 #pragma acc routine seq
 /* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that
- * keeps at most 1024 chunks per frame (the combine folds them with lanes over the chunks)
- * and about 16384 gangs in all (this target's choice) */
-static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
-    int64_t by_chunks = (tokens + 1023) / 1024, by_gangs = (tokens * frames + 16383) / 16384;
+ * keeps at most 2048 chunks per frame (the combine folds them with lanes over the chunks),
+ * about 16384 gangs in all (this target's choice) and at least `fewest` tokens (the plan's:
+ * enough that the chunk's K/V rows outweigh its partial state 16 times) */
+static inline int64_t moac_chunk(int64_t tokens, int64_t frames, int64_t fewest) {
+    int64_t by_chunks = (tokens + 2047) / 2048, by_gangs = (tokens * frames + 16383) / 16384;
     int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = 16;
+    if (want < fewest) want = fewest;
     while (c < want && c < 1024) c *= 2;
     return c;
 }
@@ -74,7 +76,7 @@ static inline float moac_f8e4m3_to_f32(uint8_t b) {
 /* Bytes of scratch memory the computation needs for these sizes. */
 size_t moac_decode_gqa_fp8_workspace_bytes(int64_t B_, int64_t hkv_, int64_t n_, int64_t dk_, int64_t dv_, int64_t g_)
 {
-    int64_t chunk = moac_chunk(n_, B_ * g_ * hkv_);
+    int64_t chunk = moac_chunk(n_, B_ * g_ * hkv_, 16);
     (void)chunk;
     return ((sizeof(float) * (size_t)(B_ * g_ * hkv_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(B_ * g_ * hkv_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(B_ * dv_ * g_ * hkv_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * B_ * g_ * hkv_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256);
 }
@@ -82,7 +84,7 @@ size_t moac_decode_gqa_fp8_workspace_bytes(int64_t B_, int64_t hkv_, int64_t n_,
 /* 1 if every buffer has fewer than 2^31 elements: the kernels index with 32-bit integers. */
 static int moac_decode_gqa_fp8_fits32(int64_t B_, int64_t hkv_, int64_t n_, int64_t dk_, int64_t dv_, int64_t g_)
 {
-    int64_t chunk = moac_chunk(n_, B_ * g_ * hkv_);
+    int64_t chunk = moac_chunk(n_, B_ * g_ * hkv_, 16);
     (void)chunk;
     return (int64_t)(B_ * dk_ * g_ * hkv_) < INT32_MAX && (int64_t)(B_ * dk_ * hkv_ * n_) < INT32_MAX && (int64_t)(B_ * dv_ * hkv_ * n_) < INT32_MAX && (int64_t)(B_ * hkv_ * n_) < INT32_MAX && (int64_t)(B_ * hkv_ * n_) < INT32_MAX && (int64_t)(B_ * dv_ * g_ * hkv_) < INT32_MAX && (int64_t)(B_ * g_ * hkv_ * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && (int64_t)(B_ * g_ * hkv_ * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && (int64_t)(B_ * dv_ * g_ * hkv_ * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && (int64_t)(chunk * B_ * g_ * hkv_ * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && 1;
 }
@@ -94,7 +96,7 @@ static int moac_decode_gqa_fp8_fits32(int64_t B_, int64_t hkv_, int64_t n_, int6
  * Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_decode_gqa_fp8_device(const float *restrict Q_, const uint8_t *restrict K_, const uint8_t *restrict V_, const float *restrict ks_, const float *restrict vs_, float *restrict out_, int64_t B_, int64_t hkv_, int64_t n_, int64_t dk_, int64_t dv_, int64_t g_, void *workspace)
 {
-    int64_t chunk = moac_chunk(n_, B_ * g_ * hkv_);
+    int64_t chunk = moac_chunk(n_, B_ * g_ * hkv_, 16);
     size_t ws_bytes = moac_decode_gqa_fp8_workspace_bytes(B_, hkv_, n_, dk_, dv_, g_);
     char *ws = workspace;
     int own = !ws && ws_bytes;

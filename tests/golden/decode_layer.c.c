@@ -28,11 +28,13 @@ static inline float moac_f16_to_f32(uint16_t h) {
     union { uint32_t u; float f; } v; v.u = u; return v.f;
 }
 /* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that
- * keeps at most 1024 chunks per frame (the combine folds them with lanes over the chunks)
- * and about 16384 gangs in all (this target's choice) */
-static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
-    int64_t by_chunks = (tokens + 1023) / 1024, by_gangs = (tokens * frames + 16383) / 16384;
+ * keeps at most 2048 chunks per frame (the combine folds them with lanes over the chunks),
+ * about 16384 gangs in all (this target's choice) and at least `fewest` tokens (the plan's:
+ * enough that the chunk's K/V rows outweigh its partial state 16 times) */
+static inline int64_t moac_chunk(int64_t tokens, int64_t frames, int64_t fewest) {
+    int64_t by_chunks = (tokens + 2047) / 2048, by_gangs = (tokens * frames + 16383) / 16384;
     int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = 16;
+    if (want < fewest) want = fewest;
     while (c < want && c < 1024) c *= 2;
     return c;
 }
@@ -40,7 +42,7 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
 /* Bytes of scratch memory the computation needs for these sizes. */
 size_t moac_decode_layer_workspace_bytes(int64_t N_, int64_t n_, int64_t dm_, int64_t dk_)
 {
-    int64_t chunk = moac_chunk(n_ + 1, 1);
+    int64_t chunk = moac_chunk(n_ + 1, 1, 16);
     (void)chunk;
     return ((sizeof(float) * (size_t)(dk_) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(dk_) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(dk_) + 255) / 256 * 256) + ((sizeof(float) * (size_t)((n_ + 1) / chunk + ((n_ + 1) % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)((n_ + 1) / chunk + ((n_ + 1) % chunk != 0)) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(dk_ * ((n_ + 1) / chunk + ((n_ + 1) % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * ((n_ + 1) / chunk + ((n_ + 1) % chunk != 0))) + 255) / 256 * 256);
 }
@@ -50,7 +52,7 @@ size_t moac_decode_layer_workspace_bytes(int64_t N_, int64_t n_, int64_t dm_, in
  * Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_decode_layer_with_workspace(const float *restrict Wq_, const float *restrict Wk_, const float *restrict Wv_, const float *restrict x_, float *restrict Kc_, float *restrict Vc_, float *restrict out_, int64_t N_, int64_t n_, int64_t dm_, int64_t dk_, void *workspace)
 {
-    int64_t chunk = moac_chunk(n_ + 1, 1);
+    int64_t chunk = moac_chunk(n_ + 1, 1, 16);
     size_t ws_bytes = moac_decode_layer_workspace_bytes(N_, n_, dm_, dk_);
     char *ws = workspace;
     int own = !ws;

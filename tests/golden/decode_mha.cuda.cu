@@ -39,11 +39,13 @@ static inline float moac_f16_to_f32(uint16_t h) {
 }
 __host__ __device__
 /* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that
- * keeps at most 1024 chunks per frame (the combine folds them with lanes over the chunks)
- * and about 4096 gangs in all (this target's choice) */
-static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
-    int64_t by_chunks = (tokens + 1023) / 1024, by_gangs = (tokens * frames + 4095) / 4096;
+ * keeps at most 2048 chunks per frame (the combine folds them with lanes over the chunks),
+ * about 4096 gangs in all (this target's choice) and at least `fewest` tokens (the plan's:
+ * enough that the chunk's K/V rows outweigh its partial state 16 times) */
+static inline int64_t moac_chunk(int64_t tokens, int64_t frames, int64_t fewest) {
+    int64_t by_chunks = (tokens + 2047) / 2048, by_gangs = (tokens * frames + 4095) / 4096;
     int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = 16;
+    if (want < fewest) want = fewest;
     while (c < want && c < 1024) c *= 2;
     return c;
 }
@@ -63,7 +65,7 @@ static __device__ inline float moac_warp_max_f32(float x) { for (int o = 16; o >
 /* Bytes of scratch memory the computation needs for these sizes. */
 extern "C" size_t moac_decode_mha_workspace_bytes(int64_t B_, int64_t h_, int64_t n_, int64_t dk_, int64_t dv_)
 {
-    int64_t chunk = moac_chunk(n_, B_ * h_);
+    int64_t chunk = moac_chunk(n_, B_ * h_, 16);
     (void)chunk;
     return ((sizeof(float) * (size_t)(B_ * h_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(B_ * h_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(B_ * dv_ * h_ * (n_ / chunk + (n_ % chunk != 0))) + 255) / 256 * 256);
 }
@@ -71,7 +73,7 @@ extern "C" size_t moac_decode_mha_workspace_bytes(int64_t B_, int64_t h_, int64_
 /* 1 if every buffer has fewer than 2^31 elements: the kernels index with 32-bit integers. */
 static int moac_decode_mha_fits32(int64_t B_, int64_t h_, int64_t n_, int64_t dk_, int64_t dv_)
 {
-    int64_t chunk = moac_chunk(n_, B_ * h_);
+    int64_t chunk = moac_chunk(n_, B_ * h_, 16);
     (void)chunk;
     return (int64_t)(B_ * dk_ * h_) < INT32_MAX && (int64_t)(B_ * dk_ * h_ * n_) < INT32_MAX && (int64_t)(B_ * dv_ * h_ * n_) < INT32_MAX && (int64_t)(B_ * dv_ * h_) < INT32_MAX && (int64_t)(B_ * h_ * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && (int64_t)(B_ * h_ * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && (int64_t)(B_ * dv_ * h_ * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && (int64_t)(chunk * B_ * h_ * (n_ / chunk + (n_ % chunk != 0))) < INT32_MAX && 1;
 }
@@ -574,7 +576,7 @@ __global__ void __launch_bounds__(32) moac_decode_mha_k2_combine_i32(float *__re
 extern "C" int moac_decode_mha_device(const float *__restrict__ Q_, const float *__restrict__ K_, const float *__restrict__ V_, float *__restrict__ out_, int64_t B_, int64_t h_, int64_t n_, int64_t dk_, int64_t dv_, void *workspace, void *stream)
 {
     cudaStream_t moac_stream = (cudaStream_t)stream;
-    int64_t chunk = moac_chunk(n_, B_ * h_);
+    int64_t chunk = moac_chunk(n_, B_ * h_, 16);
     size_t ws_bytes = moac_decode_mha_workspace_bytes(B_, h_, n_, dk_, dv_);
     char *ws = (char *)workspace;
     int own = !ws && ws_bytes;

@@ -28,11 +28,13 @@ static inline float moac_f16_to_f32(uint16_t h) {
     union { uint32_t u; float f; } v; v.u = u; return v.f;
 }
 /* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that
- * keeps at most 1024 chunks per frame (the combine folds them with lanes over the chunks)
- * and about 16384 gangs in all (this target's choice) */
-static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
-    int64_t by_chunks = (tokens + 1023) / 1024, by_gangs = (tokens * frames + 16383) / 16384;
+ * keeps at most 2048 chunks per frame (the combine folds them with lanes over the chunks),
+ * about 16384 gangs in all (this target's choice) and at least `fewest` tokens (the plan's:
+ * enough that the chunk's K/V rows outweigh its partial state 16 times) */
+static inline int64_t moac_chunk(int64_t tokens, int64_t frames, int64_t fewest) {
+    int64_t by_chunks = (tokens + 2047) / 2048, by_gangs = (tokens * frames + 16383) / 16384;
     int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = 16;
+    if (want < fewest) want = fewest;
     while (c < want && c < 1024) c *= 2;
     return c;
 }
@@ -40,7 +42,7 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
 /* Bytes of scratch memory the computation needs for these sizes. */
 size_t moac_decode_paged_workspace_bytes(int64_t B_, int64_t hkv_, int64_t P_, int64_t page_, int64_t maxp_, int64_t d_, int64_t g_)
 {
-    int64_t chunk = moac_chunk(maxp_ * page_ / 2 + (maxp_ * page_ % 2 != 0), B_ * g_ * hkv_);
+    int64_t chunk = moac_chunk(maxp_ * page_ / 2 + (maxp_ * page_ % 2 != 0), B_ * g_ * hkv_, 16);
     (void)chunk;
     return ((sizeof(float) * (size_t)(B_ * g_ * hkv_ * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(B_ * g_ * hkv_ * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(B_ * d_ * g_ * hkv_ * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * B_ * g_ * hkv_ * (maxp_ * page_ / chunk + (maxp_ * page_ % chunk != 0))) + 255) / 256 * 256);
 }
@@ -50,7 +52,7 @@ size_t moac_decode_paged_workspace_bytes(int64_t B_, int64_t hkv_, int64_t P_, i
  * Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_decode_paged_with_workspace(const float *restrict Q_, const float *restrict Kp_, const float *restrict Vp_, const int32_t *restrict table_, const int32_t *restrict lens_, float *restrict out_, int64_t B_, int64_t hkv_, int64_t P_, int64_t page_, int64_t maxp_, int64_t d_, int64_t g_, void *workspace)
 {
-    int64_t chunk = moac_chunk(maxp_ * page_ / 2 + (maxp_ * page_ % 2 != 0), B_ * g_ * hkv_);
+    int64_t chunk = moac_chunk(maxp_ * page_ / 2 + (maxp_ * page_ % 2 != 0), B_ * g_ * hkv_, 16);
     size_t ws_bytes = moac_decode_paged_workspace_bytes(B_, hkv_, P_, page_, maxp_, d_, g_);
     char *ws = workspace;
     int own = !ws;

@@ -41,11 +41,13 @@ static inline float moac_f16_to_f32(uint16_t h) {
 }
 #pragma acc routine seq
 /* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that
- * keeps at most 1024 chunks per frame (the combine folds them with lanes over the chunks)
- * and about 16384 gangs in all (this target's choice) */
-static inline int64_t moac_chunk(int64_t tokens, int64_t frames) {
-    int64_t by_chunks = (tokens + 1023) / 1024, by_gangs = (tokens * frames + 16383) / 16384;
+ * keeps at most 2048 chunks per frame (the combine folds them with lanes over the chunks),
+ * about 16384 gangs in all (this target's choice) and at least `fewest` tokens (the plan's:
+ * enough that the chunk's K/V rows outweigh its partial state 16 times) */
+static inline int64_t moac_chunk(int64_t tokens, int64_t frames, int64_t fewest) {
+    int64_t by_chunks = (tokens + 2047) / 2048, by_gangs = (tokens * frames + 16383) / 16384;
     int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = 16;
+    if (want < fewest) want = fewest;
     while (c < want && c < 1024) c *= 2;
     return c;
 }
@@ -63,7 +65,7 @@ static inline int32_t moac_imax32(int32_t a, int32_t b) { return a > b ? a : b; 
 /* Bytes of scratch memory the computation needs for these sizes. */
 size_t moac_decode_paged_step_workspace_bytes(int64_t B_, int64_t hkv_, int64_t P_, int64_t page_, int64_t maxp_, int64_t d_, int64_t g_)
 {
-    int64_t chunk = moac_chunk(moac_imax(1, maxp_ * page_) / 2 + (moac_imax(1, maxp_ * page_) % 2 != 0), B_ * g_ * hkv_);
+    int64_t chunk = moac_chunk(moac_imax(1, maxp_ * page_) / 2 + (moac_imax(1, maxp_ * page_) % 2 != 0), B_ * g_ * hkv_, 16);
     (void)chunk;
     return ((sizeof(float) * (size_t)(B_ * g_ * hkv_ * (moac_imax(1, maxp_ * page_) / chunk + (moac_imax(1, maxp_ * page_) % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(B_ * g_ * hkv_ * (moac_imax(1, maxp_ * page_) / chunk + (moac_imax(1, maxp_ * page_) % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(B_ * d_ * g_ * hkv_ * (moac_imax(1, maxp_ * page_) / chunk + (moac_imax(1, maxp_ * page_) % chunk != 0))) + 255) / 256 * 256) + ((sizeof(float) * (size_t)(chunk * B_ * g_ * hkv_ * (moac_imax(1, maxp_ * page_) / chunk + (moac_imax(1, maxp_ * page_) % chunk != 0))) + 255) / 256 * 256);
 }
@@ -71,7 +73,7 @@ size_t moac_decode_paged_step_workspace_bytes(int64_t B_, int64_t hkv_, int64_t 
 /* 1 if every buffer has fewer than 2^31 elements: the kernels index with 32-bit integers. */
 static int moac_decode_paged_step_fits32(int64_t B_, int64_t hkv_, int64_t P_, int64_t page_, int64_t maxp_, int64_t d_, int64_t g_)
 {
-    int64_t chunk = moac_chunk(moac_imax(1, maxp_ * page_) / 2 + (moac_imax(1, maxp_ * page_) % 2 != 0), B_ * g_ * hkv_);
+    int64_t chunk = moac_chunk(moac_imax(1, maxp_ * page_) / 2 + (moac_imax(1, maxp_ * page_) % 2 != 0), B_ * g_ * hkv_, 16);
     (void)chunk;
     return (int64_t)(B_ * d_ * g_ * hkv_) < INT32_MAX && (int64_t)(P_ * d_ * hkv_ * page_) < INT32_MAX && (int64_t)(P_ * d_ * hkv_ * page_) < INT32_MAX && (int64_t)(B_ * maxp_) < INT32_MAX && (int64_t)(B_) < INT32_MAX && (int64_t)(B_ * d_ * hkv_) < INT32_MAX && (int64_t)(B_ * d_ * hkv_) < INT32_MAX && (int64_t)(B_ * d_ * g_ * hkv_) < INT32_MAX && (int64_t)(B_ * g_ * hkv_ * (moac_imax(1, maxp_ * page_) / chunk + (moac_imax(1, maxp_ * page_) % chunk != 0))) < INT32_MAX && (int64_t)(B_ * g_ * hkv_ * (moac_imax(1, maxp_ * page_) / chunk + (moac_imax(1, maxp_ * page_) % chunk != 0))) < INT32_MAX && (int64_t)(B_ * d_ * g_ * hkv_ * (moac_imax(1, maxp_ * page_) / chunk + (moac_imax(1, maxp_ * page_) % chunk != 0))) < INT32_MAX && (int64_t)(chunk * B_ * g_ * hkv_ * (moac_imax(1, maxp_ * page_) / chunk + (moac_imax(1, maxp_ * page_) % chunk != 0))) < INT32_MAX && 1;
 }
@@ -83,7 +85,7 @@ static int moac_decode_paged_step_fits32(int64_t B_, int64_t hkv_, int64_t P_, i
  * Returns 0 on success, 1 if scratch memory could not be allocated. */
 int moac_decode_paged_step_device(const float *restrict Q_, float *restrict Kp_, float *restrict Vp_, const int32_t *restrict table_, const int32_t *restrict lens_, const float *restrict k_, const float *restrict v_, float *restrict out_, int64_t B_, int64_t hkv_, int64_t P_, int64_t page_, int64_t maxp_, int64_t d_, int64_t g_, void *workspace)
 {
-    int64_t chunk = moac_chunk(moac_imax(1, maxp_ * page_) / 2 + (moac_imax(1, maxp_ * page_) % 2 != 0), B_ * g_ * hkv_);
+    int64_t chunk = moac_chunk(moac_imax(1, maxp_ * page_) / 2 + (moac_imax(1, maxp_ * page_) % 2 != 0), B_ * g_ * hkv_, 16);
     size_t ws_bytes = moac_decode_paged_step_workspace_bytes(B_, hkv_, P_, page_, maxp_, d_, g_);
     char *ws = workspace;
     int own = !ws && ws_bytes;

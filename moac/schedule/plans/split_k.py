@@ -30,9 +30,9 @@ from . import generic
 from . import tiles
 from .generic import VECTOR, gang_nest, outer_reductions
 from .softmax_match import SoftmaxContraction, match_softmax
+from .split_sizes import COMBINE_GANGS, COMBINE_REGS, combine_regs, split_floor
 from .split_k_passes import exp_sum, max_init, midx, scores, seq_over, simd_lanes, token_factors, weighted_sum
 
-COMBINE_REGS = 8     # outputs of the last axis per combine gang (d = 8·db + r)
 FOLD_MAX = 32        # partials per frame up to which the frame's last gang folds them (one lane each)
 FOLD_MIN_FRAMES = 32 # frames from which it does: a frame's fold is one gang's, a few memory round trips at
                      # the kernel's end, where the combine kernel spreads it over ⌈dv/8⌉ gangs (measured
@@ -136,10 +136,12 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     # on average has half of them (measured on the H200: sized by the whole bound, a ragged
     # batch filled to half ran at 64 % of the dense kernel's bandwidth)
     sized = N if Nd is N else sp.ceiling(N / 2)
-    ctx.choices.append(Choice(C, "moac_chunk", (sized, gang_frames)))
-    ctx.notes.append(f"chunk = moac_chunk({fmt_index(sized)}, {fmt_index(gang_frames)}): tokens per gang, a power of two "
-                     f"in {MIN_CHUNK} … {CHUNK} chosen at run time: at most {CHUNKS_PER_FRAME} chunks per frame, about the target's "
-                     f"gang count in all ({fmt_index(gang_frames)} gangs per chunk index)")
+    fewest, why = split_floor(ctx, at, E, W, 1 if grp is None else grp[1], rest_ext)
+    ctx.choices.append(Choice(C, "moac_chunk", (sized, gang_frames, sp.Integer(fewest))))
+    ctx.notes.append(f"chunk = moac_chunk({fmt_index(sized)}, {fmt_index(gang_frames)}, {fewest}): tokens per gang, a power "
+                     f"of two in {MIN_CHUNK} … {CHUNK} chosen at run time: at most {CHUNKS_PER_FRAME} chunks per frame, about "
+                     f"the target's gang count in all ({fmt_index(gang_frames)} gangs per chunk index), at least {fewest} "
+                     f"tokens ({why})")
     ctx.add_buffer(at.out.name, "output", ctx.spec(tuple(at.out.shape)))
     ctx.add_buffer("@m_part", "scratch", frame_ext + (G,))
     ctx.add_buffer("@z_part", "scratch", frame_ext + (G,))
@@ -237,8 +239,11 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
         body4 = _simd_combine(ctx, at, names, frame, frame_ext, rest, rest_ext, g, G2, read_m, read_z)
     elif rest:
         last, n_last = rest[-1], rest_ext[-1]
-        n_int = sp.sympify(n_last)
-        R = max(1, min(COMBINE_REGS, int(n_int))) if n_int.is_Integer else COMBINE_REGS   # an empty axis: 1
+        R = combine_regs(n_last, fsize)
+        if R < COMBINE_REGS:
+            ctx.notes.append(f"combine: {R} output{'s' if R > 1 else ''} of {last.name} per gang, not {COMBINE_REGS}, so that "
+                             f"{fmt_index(fsize)} frame{'s give' if fsize != 1 else ' gives'} the combine at least "
+                             f"{COMBINE_GANGS} gangs (a gang's lanes walk all the partials of its frame)")
         db = internal("db")
         guarded = not (sp.Eq(sp.Mod(n_last, R), 0) is sp.true)
         outs = [R * db + r for r in range(R)]
