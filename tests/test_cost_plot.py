@@ -23,7 +23,7 @@ def test_plotted_intensities_are_the_ones_cost_reports():
     shown = dict(re.findall(r"intensity +([0-9.]+) flop/byte (per token|for this call)", text))
     points = {p.label: p.intensity for p in r.points}
     assert set(points) == {"per token (n → ∞)", "this call"}
-    assert f"{points['this call']:.2f}" == [k for k, v in shown.items() if v == "for this call"][0] == "3.83"
+    assert f"{points['this call']:.2f}" == [k for k, v in shown.items() if v == "for this call"][0] == "3.30"
     assert f"{points['per token (n → ∞)']:.2f}" == [k for k, v in shown.items() if v == "per token"][0] == "4.06"
     c = cost.analyse(prog, GQA_SIZES, storage={"K": "bf16", "V": "bf16"})
     assert points["this call"] == float(c.flops.xreplace(c.values)) / float(c.traffic.xreplace(c.values))

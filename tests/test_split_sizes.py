@@ -41,6 +41,10 @@ def test_gqa_bf16_chunks_hold_at_least_128_tokens(tmp_path):
             "2080 bytes)") in str(onf)
     # the run-time choice: B = 1, n = 32768 gave chunks of 32 before the floor (1024 chunks a frame)
     assert chunk_size(32768, 8, 128) == 128 and chunk_size(32768, 8, MIN_CHUNK) == 16
+    # where the floor would leave fewer than 16384 ÷ 8 gangs it yields: one sequence of 4096
+    # tokens keeps 2048 gangs of 16 tokens (256 gangs of 128 ran 1.9x slower on the H200)
+    assert chunk_size(4096, 8, 128) == 16 and chunk_size(4096, 32, 128) == 64
+    assert chunk_size(4096, 8, 128, gangs=4096) == 64                     # cuda: 512 gangs at least
     # f32 rows weigh twice as much: 64 tokens
     onf32 = moac.load(ROOT / "examples/decode_gqa_batched.moa").onf(target="openacc",
                                                                     sizes=dict(hq=32, hkv=8, dk=128, dv=128))

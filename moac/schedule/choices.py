@@ -10,6 +10,9 @@ MIN_CHUNK = 16       # the fewest
 
 CHUNKS_PER_FRAME = 2048   # the most chunks of one frame the combine merges
 GANGS = 16384             # the default gang count aimed for (a target may set its own: Target.gangs)
+FLOOR_GANGS = 8           # the plan's floor on the chunk yields where it would leave fewer than a target's
+                          # gangs ÷ 8 gangs (on the H200, GQA n = 4096 ran 1.9x slower on openacc in 256
+                          # gangs of 128 tokens than in 2048 of 16: docs/benchmarks.md)
 
 
 def chunk_size(tokens: int, frames: int, floor: int = MIN_CHUNK, gangs: int = GANGS, least: int = MIN_CHUNK,
@@ -20,9 +23,11 @@ def chunk_size(tokens: int, frames: int, floor: int = MIN_CHUNK, gangs: int = GA
     idle, which the single-head and shared-KV cases showed; the combine folds a frame's
     chunks with lanes over them, so its cost grows with the chunks; `floor` is the plan's,
     the fewest tokens whose K/V rows outweigh the chunk's partial state 16 times:
-    plans.split_k.split_floor).  `least`: the target's smallest chunk (MIN_CHUNK, or more
+    plans.split_sizes.split_floor, lowered where it would leave fewer than gangs ÷
+    FLOOR_GANGS gangs, since a kernel of few gangs is bound by latency, not bytes).  `least`: the target's smallest chunk (MIN_CHUNK, or more
     for kernels with tensor-core tiles: Target.chunk_floor); `most`: its largest (CHUNK,
     or more for tile kernels: Target.chunk_ceiling)."""
+    floor = min(floor, tokens * frames // max(1, gangs // FLOOR_GANGS))    # the floor leaves gangs ÷ 8 gangs
     want = max((tokens + CHUNKS_PER_FRAME - 1) // CHUNKS_PER_FRAME, (tokens * frames + gangs - 1) // gangs, floor)
     c = least
     while c < want and c < most:

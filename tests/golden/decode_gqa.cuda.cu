@@ -41,10 +41,13 @@ __host__ __device__
 /* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that
  * keeps at most 2048 chunks per frame (the combine folds them with lanes over the chunks),
  * about 4096 gangs in all (this target's choice) and at least `fewest` tokens (the plan's:
- * enough that the chunk's K/V rows outweigh its partial state 16 times) */
+ * enough that the chunk's K/V rows outweigh its partial state 16 times, but never so many
+ * that fewer than 512 gangs are left) */
 static inline int64_t moac_chunk(int64_t tokens, int64_t frames, int64_t fewest) {
     int64_t by_chunks = (tokens + 2047) / 2048, by_gangs = (tokens * frames + 4095) / 4096;
     int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = 16;
+    int64_t fill = tokens * frames / 512;   /* the floor leaves 512 gangs */
+    if (fewest > fill) fewest = fill;
     if (want < fewest) want = fewest;
     while (c < want && c < 1024) c *= 2;
     return c;

@@ -30,7 +30,7 @@ from . import generic
 from . import tiles
 from .generic import VECTOR, gang_nest, outer_reductions
 from .softmax_match import SoftmaxContraction, match_softmax
-from .split_sizes import COMBINE_GANGS, COMBINE_REGS, combine_regs, split_floor
+from .split_sizes import COMBINE_GANGS, combine_regs, split_floor
 from .split_k_passes import exp_sum, max_init, midx, scores, seq_over, simd_lanes, token_factors, weighted_sum
 
 FOLD_MAX = 32        # partials per frame up to which the frame's last gang folds them (one lane each)
@@ -239,9 +239,9 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
         body4 = _simd_combine(ctx, at, names, frame, frame_ext, rest, rest_ext, g, G2, read_m, read_z)
     elif rest:
         last, n_last = rest[-1], rest_ext[-1]
-        R = combine_regs(n_last, fsize)
-        if R < COMBINE_REGS:
-            ctx.notes.append(f"combine: {R} output{'s' if R > 1 else ''} of {last.name} per gang, not {COMBINE_REGS}, so that "
+        R, R0 = combine_regs(n_last, fsize), combine_regs(n_last, sp.Symbol("frames"))   # R0: whatever the frames
+        if R < R0:
+            ctx.notes.append(f"combine: {R} output{'s' if R > 1 else ''} of {last.name} per gang, not {R0}, so that "
                              f"{fmt_index(fsize)} frame{'s give' if fsize != 1 else ' gives'} the combine at least "
                              f"{COMBINE_GANGS} gangs (a gang's lanes walk all the partials of its frame)")
         db = internal("db")
