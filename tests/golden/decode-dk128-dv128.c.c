@@ -224,7 +224,7 @@ int moac_decode_with_workspace(const float *restrict q_, const float *restrict K
         moac_z_part[g] = zg;
     }
     /* kernel k2_combine: log-sum-exp merge of the chunk partials */
-    for (int64_t db = 0; db < 128; ++db) {  /* lifted output axis d: ⟨128⟩ → ⟨⌈128/1⌉ 1⟩, d = 1·db + r */
+    for (int64_t db = 0; db < 128; ++db) {  /* output axis d < 128: a gang per output, d = db */
         float M = -INFINITY;
         for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* global maximum M = max_g m_g */
             M = fmaxf(M, moac_m_part[g]);

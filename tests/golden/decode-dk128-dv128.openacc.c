@@ -279,7 +279,7 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
             }
             /* kernel k2_combine: log-sum-exp merge of the chunk partials */
             #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_z_part, out_)
-            for (int32_t db = 0; db < 128; ++db) {  /* lifted output axis d: ⟨128⟩ → ⟨⌈128/1⌉ 1⟩, d = 1·db + r */
+            for (int32_t db = 0; db < 128; ++db) {  /* output axis d < 128: a gang per output, d = db */
                 float M = -INFINITY;
                 #pragma acc loop vector reduction(max:M)
                 for (int32_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* global maximum M = max_g m_g */
@@ -444,7 +444,7 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
         }
         /* kernel k2_combine: log-sum-exp merge of the chunk partials */
         #pragma acc parallel loop gang vector_length(32) deviceptr(moac_m_part, moac_o_part, moac_z_part, out_)
-        for (int64_t db = 0; db < 128; ++db) {  /* lifted output axis d: ⟨128⟩ → ⟨⌈128/1⌉ 1⟩, d = 1·db + r */
+        for (int64_t db = 0; db < 128; ++db) {  /* output axis d < 128: a gang per output, d = db */
             float M = -INFINITY;
             #pragma acc loop vector reduction(max:M)
             for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* global maximum M = max_g m_g */

@@ -278,10 +278,14 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
         blocks = sp.ceiling(n_last / R)
         if at.rows:
             blocks = sp.Max(1, blocks)      # the gang that writes the rows exists even where n_last = 0
-        loops2.append((db, blocks, f"lifted output axis {last.name}: ⟨{fmt_index(n_last)}⟩ → "
-                       f"⟨⌈{fmt_index(n_last)}/{R}⌉ {R}⟩, {last.name} = {R}·db + r", sp.Integer(0), n_last / R))
-        ctx.lifts.append(Lift(last.name, n_last, R, "db", "r", guarded,
-                              f"combine kernel: gang × registers, {last.name} = db·{R} + r; lanes over the partials"))
+        if R == 1:                          # no lifting: a gang per output
+            loops2.append((db, blocks, f"output axis {last.name} < {fmt_index(n_last)}: a gang per output, "
+                           f"{last.name} = db", sp.Integer(0), n_last))
+        else:
+            loops2.append((db, blocks, f"lifted output axis {last.name}: ⟨{fmt_index(n_last)}⟩ → "
+                           f"⟨⌈{fmt_index(n_last)}/{R}⌉ {R}⟩, {last.name} = {R}·db + r", sp.Integer(0), n_last / R))
+            ctx.lifts.append(Lift(last.name, n_last, R, "db", "r", guarded,
+                                  f"combine kernel: gang × registers, {last.name} = db·{R} + r; lanes over the partials"))
     else:
         fold = lse_fold_lanes(g, G2, [lambda gx: read("@o_part", tuple(frame) + (gx,))], read_m, read_z, ["o0"])
         body4 = fold + (Store(at.out.name, tuple(at.out.vars), tuple(at.out.vars), over_z(Local("o0"))),) + _row_stores(ctx, at, names)
