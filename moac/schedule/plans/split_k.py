@@ -23,7 +23,7 @@ from sympy.core.function import AppliedUndef
 from ...dnf.ir import format_expr
 from ..index import internal, ragged_pick
 from ..ir import Choice, Const, Guard, Kernel, LastGang, Let, LetIndex, Lift, Local, Loop, Op, Read, Select, Serial, Set, Store, Unpack
-from ..choices import CHUNK, CHUNKS_PER_FRAME, MIN_CHUNK
+from ..choices import CHUNK, CHUNKS_PER_FRAME, FLOOR_GANGS, MIN_CHUNK
 from ..lower import Names, lower, read
 from ..monoids import _exp_diff, lse_fold_lanes, lse_weight
 from . import generic
@@ -141,7 +141,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     ctx.notes.append(f"chunk = moac_chunk({fmt_index(sized)}, {fmt_index(gang_frames)}, {fewest}): tokens per gang, a power "
                      f"of two in {MIN_CHUNK} … {CHUNK} chosen at run time: at most {CHUNKS_PER_FRAME} chunks per frame, about "
                      f"the target's gang count in all ({fmt_index(gang_frames)} gangs per chunk index), at least {fewest} "
-                     f"tokens ({why})")
+                     f"tokens ({why}) where that leaves the target's gangs ÷ {FLOOR_GANGS}")
     ctx.add_buffer(at.out.name, "output", ctx.spec(tuple(at.out.shape)))
     ctx.add_buffer("@m_part", "scratch", frame_ext + (G,))
     ctx.add_buffer("@z_part", "scratch", frame_ext + (G,))
