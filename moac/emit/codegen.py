@@ -16,7 +16,7 @@ from pathlib import Path
 import jinja2
 
 from ..dtypes import CTYPE
-from ..schedule.choices import CHUNK, CHUNKS_PER_FRAME, FLOOR_GANGS, MIN_CHUNK
+from ..schedule.choices import CHUNK, CHUNKS_PER_FRAME, MIN_CHUNK, floor_gangs
 from . import simd
 from . import cir
 from . import tiles
@@ -70,16 +70,16 @@ def _chunk_choice(unit, target) -> str:
 def chunk_helper(gangs: int, lo: int = MIN_CHUNK, hi: int = CHUNK) -> str:
     """moac_chunk, moac.schedule.choices.chunk_size in C, for a target aiming at `gangs` gangs
     with chunks of `lo` … `hi` tokens."""
-    per = CHUNKS_PER_FRAME
+    per, fill = CHUNKS_PER_FRAME, floor_gangs(gangs)
     return (f"/* tokens per gang for the split-K plan: the smallest power of two in {lo} ... {hi} that\n"
             f" * keeps at most {per} chunks per frame (the combine folds them with lanes over the chunks),\n"
             f" * about {gangs} gangs in all (this target's choice) and at least `fewest` tokens (the plan's:\n"
             " * enough that the chunk's K/V rows outweigh its partial state 16 times, but never so many\n"
-            f" * that fewer than {max(1, gangs // FLOOR_GANGS)} gangs are left) */\n"
+            f" * that fewer than {fill} gangs are left) */\n"
             "static inline int64_t moac_chunk(int64_t tokens, int64_t frames, int64_t fewest) {\n"
             f"    int64_t by_chunks = (tokens + {per - 1}) / {per}, by_gangs = (tokens * frames + {gangs - 1}) / {gangs};\n"
             f"    int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = {lo};\n"
-            f"    int64_t fill = tokens * frames / {max(1, gangs // FLOOR_GANGS)};   /* the floor leaves {max(1, gangs // FLOOR_GANGS)} gangs */\n"
+            f"    int64_t fill = tokens * frames / {fill};   /* the floor leaves {fill} gangs */\n"
             "    if (fewest > fill) fewest = fill;\n"
             "    if (want < fewest) want = fewest;\n"
             f"    while (c < want && c < {hi}) c *= 2;\n"

@@ -15,19 +15,25 @@ FLOOR_GANGS = 8           # the plan's floor on the chunk yields where it would 
                           # gangs of 128 tokens than in 2048 of 16: docs/benchmarks.md)
 
 
+def floor_gangs(gangs: int) -> int:
+    """The fewest gangs the plan's floor on the chunk may leave: a target's gangs ÷ FLOOR_GANGS."""
+    return max(1, gangs // FLOOR_GANGS)
+
+
 def chunk_size(tokens: int, frames: int, floor: int = MIN_CHUNK, gangs: int = GANGS, least: int = MIN_CHUNK,
                most: int = CHUNK) -> int:
     """moac_chunk: the smallest power of two in 16 … 1024 tokens per chunk that keeps at
     most CHUNKS_PER_FRAME chunks per frame, about `gangs` gangs in all and at least `floor`
     tokens (measured on the H200, docs/benchmarks.md: fewer gangs leave multiprocessors
     idle, which the single-head and shared-KV cases showed; the combine folds a frame's
-    chunks with lanes over them, so its cost grows with the chunks; `floor` is the plan's,
-    the fewest tokens whose K/V rows outweigh the chunk's partial state 16 times:
-    plans.split_sizes.split_floor, lowered where it would leave fewer than gangs ÷
-    FLOOR_GANGS gangs, since a kernel of few gangs is bound by latency, not bytes).  `least`: the target's smallest chunk (MIN_CHUNK, or more
-    for kernels with tensor-core tiles: Target.chunk_floor); `most`: its largest (CHUNK,
-    or more for tile kernels: Target.chunk_ceiling)."""
-    floor = min(floor, tokens * frames // max(1, gangs // FLOOR_GANGS))    # the floor leaves gangs ÷ 8 gangs
+    chunks with lanes over them, so its cost grows with the chunks).  `floor` is the
+    plan's, the fewest tokens whose K/V rows outweigh the chunk's partial state 16 times
+    (plans.split_sizes.split_floor), lowered where it would leave fewer than
+    floor_gangs(gangs) gangs, since a kernel of few gangs is bound by latency, not bytes.
+    `least`: the target's smallest chunk (MIN_CHUNK, or more for kernels with tensor-core
+    tiles: Target.chunk_floor); `most`: its largest (CHUNK, or more for tile kernels:
+    Target.chunk_ceiling)."""
+    floor = min(floor, tokens * frames // floor_gangs(gangs))
     want = max((tokens + CHUNKS_PER_FRAME - 1) // CHUNKS_PER_FRAME, (tokens * frames + gangs - 1) // gangs, floor)
     c = least
     while c < want and c < most:

@@ -136,7 +136,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     # on average has half of them (measured on the H200: sized by the whole bound, a ragged
     # batch filled to half ran at 64 % of the dense kernel's bandwidth)
     sized = N if Nd is N else sp.ceiling(N / 2)
-    fewest, why = split_floor(ctx, at, E, W, 1 if grp is None else grp[1], rest_ext)
+    fewest, why = split_floor(ctx, at.l, E, W, 1 if grp is None else grp[1], rest_ext)
     ctx.choices.append(Choice(C, "moac_chunk", (sized, gang_frames, sp.Integer(fewest))))
     ctx.notes.append(f"chunk = moac_chunk({fmt_index(sized)}, {fmt_index(gang_frames)}, {fewest}): tokens per gang, a power "
                      f"of two in {MIN_CHUNK} … {CHUNK} chosen at run time: at most {CHUNKS_PER_FRAME} chunks per frame, about "
@@ -239,7 +239,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
         body4 = _simd_combine(ctx, at, names, frame, frame_ext, rest, rest_ext, g, G2, read_m, read_z)
     elif rest:
         last, n_last = rest[-1], rest_ext[-1]
-        R, R0 = combine_regs(n_last, fsize), combine_regs(n_last, sp.Symbol("frames"))   # R0: whatever the frames
+        R, R0 = combine_regs(n_last, fsize), combine_regs(n_last)
         if R < R0:
             ctx.notes.append(f"combine: {R} output{'s' if R > 1 else ''} of {last.name} per gang, not {R0}, so that "
                              f"{fmt_index(fsize)} frame{'s give' if fsize != 1 else ' gives'} the combine at least "
