@@ -52,6 +52,7 @@ def lse_fold_lanes(g, G, read_o: list, read_m, read_z, accs: list, guards: list 
         cond = guards[r] if guards else None
         body.append(st if cond is None or cond is True else Guard(cond, (st,)))
     loop = Loop(g, G, "vector", tuple(body), reduce=(("add", ("Z",) + tuple(accs)),),
-                note=f"Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for {len(accs)} outputs per gang, "
+                note=f"Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for {len(accs)} output"
+                     f"{'s' if len(accs) != 1 else ''} per gang, "
                      "lanes over the partials g")
     return first + tuple(Let(a, Const(0.0)) for a in accs) + (loop,)

@@ -231,7 +231,7 @@ int moac_decode_with_workspace(const float *restrict q_, const float *restrict K
         }
         float Z = 0.0f;
         float o0 = 0.0f;
-        for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 1 outputs per gang, lanes over the partials g */
+        for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 1 output per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];
             o0 = o0 + e * moac_o_part[g * 128 + db];

@@ -296,7 +296,7 @@ __global__ void __launch_bounds__(32) moac_decode_k2_combine(float *__restrict__
             o0 = 0.0f;
         }
         #pragma unroll 4
-        for (int64_t g = moac_lane; g < n_ / chunk + (n_ % chunk != 0); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 1 outputs per gang, lanes over the partials g */
+        for (int64_t g = moac_lane; g < n_ / chunk + (n_ % chunk != 0); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 1 output per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];
             o0 = o0 + e * moac_o_part[g * 128 + db];
@@ -527,7 +527,7 @@ __global__ void __launch_bounds__(32) moac_decode_k2_combine_i32(float *__restri
             o0 = 0.0f;
         }
         #pragma unroll 4
-        for (int32_t g = moac_lane; g < n_ / chunk + (n_ % chunk != 0); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 1 outputs per gang, lanes over the partials g */
+        for (int32_t g = moac_lane; g < n_ / chunk + (n_ % chunk != 0); g += 32) {  /* Z = Σ_g exp(m_g − M)·z_g and Σ_g exp(m_g − M)·o_g for 1 output per gang, lanes over the partials g */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];
             o0 = o0 + e * moac_o_part[g * 128 + db];
