@@ -49,8 +49,8 @@ def test_packed_gqa_matches_the_interpreter(kv, d, target):
     assert (f"{load}(K_" in kern.c_source and f"{load}(V_" in kern.c_source) == bool(w)
     if w and esize == 1:       # one-byte elements widened two at a time, from the 16 bits of each pair
         pairs = w // 2
-        assert f"moac_{kv}x2_to_f32((uint16_t)k0_" in kern.c_source
-        shifts = {int(x) for x in re.findall(rf"moac_{kv}x2_to_f32\(\(uint16_t\)\(k0_\w+ >> (\d+)\), [01]\)",
+        assert re.search(rf"moac_{kv}x2_to_f32\(\(uint16_t\)k\w*_", kern.c_source)
+        shifts = {int(x) for x in re.findall(rf"moac_{kv}x2_to_f32\(\(uint16_t\)\(k\w+ >> (\d+)\), [01]\)",
                                              kern.c_source)}
         assert shifts == {16 * p for p in range(1, pairs)}        # every pair of each word, none past it
 
@@ -68,7 +68,12 @@ def test_packing_off_gives_the_same_result_and_no_words():
 def test_onf_states_the_packed_verdict_and_the_lifting():
     onf = moac.parse(gqa("bf16"), "gqa.moa").onf(sizes={"dk": 128, "dv": 128, "hq": 32, "hkv": 8})
     text = str(onf)
-    assert "j ∈ ⟨128⟩ → ⟨v k⟩: score reduction, vector × packed: j = 4·v + k, 4 elements per lane" in text
+    # the score pass: 4 heads a K row, 1 packed word a lane per token in lanes over d, so the
+    # lanes take tokens × parts of d (plans/score_parts): 8 lanes a token, q in registers
+    assert "j ∈ ⟨128⟩ → ⟨s cp e⟩: score partials: j = 4·(8·s + cp) + e, cp < 8 lanes of a token, s < 4" in text
+    assert "no vector reduction per score" in text
+    unrolled = str(moac.parse(gqa("bf16"), "gqa.moa").onf(sizes={"dk": 128, "dv": 128, "hq": 32, "hkv": 8}, unroll=8))
+    assert "j ∈ ⟨128⟩ → ⟨v k⟩: score reduction, vector × packed: j = 4·v + k, 4 elements per lane" in unrolled
     assert "d ∈ ⟨128⟩ → ⟨v k⟩: weighted sum, registers × vector × packed" in text
     k_reads = [a for a in onf.kernels[0].accesses if a.array == "K"]
     assert k_reads and all(a.packed == 4 and a.diff == 4 for a in k_reads)

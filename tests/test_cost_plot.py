@@ -23,8 +23,8 @@ def test_plotted_intensities_are_the_ones_cost_reports():
     shown = dict(re.findall(r"intensity +([0-9.]+) flop/byte (per token|for this call)", text))
     points = {p.label: p.intensity for p in r.points}
     assert set(points) == {"per token (n → ∞)", "this call"}
-    assert f"{points['this call']:.2f}" == [k for k, v in shown.items() if v == "for this call"][0] == "3.30"
-    assert f"{points['per token (n → ∞)']:.2f}" == [k for k, v in shown.items() if v == "per token"][0] == "4.06"
+    assert f"{points['this call']:.2f}" == [k for k, v in shown.items() if v == "for this call"][0] == "3.34"
+    assert f"{points['per token (n → ∞)']:.2f}" == [k for k, v in shown.items() if v == "per token"][0] == "4.11"
     c = cost.analyse(prog, GQA_SIZES, storage={"K": "bf16", "V": "bf16"})
     assert points["this call"] == float(c.flops.xreplace(c.values)) / float(c.traffic.xreplace(c.values))
     assert r.hardware == tuple(hw)
@@ -36,7 +36,8 @@ def test_plotted_intensities_are_the_ones_cost_reports():
 def test_only_the_per_token_intensity_without_every_size():
     r = cost.roofline_points(moac.load("examples/decode_gqa.moa"), {"hq": 32, "hkv": 8, "dk": 128, "dv": 128}, [])
     assert [p.label for p in r.points] == ["per token (n → ∞)"]
-    assert r.points[0].intensity == pytest.approx(2.03, abs=0.005)             # f32 K and V: half of bf16's
+    assert r.points[0].intensity == pytest.approx(2.056, abs=0.005)            # f32 K and V: half of bf16's
+    # (the score partials' sums, 7 adds per token and head beyond the 256 flops of its dot product)
 
 
 def test_png_is_written(tmp_path, capsys):

@@ -102,6 +102,10 @@ OPTIONAL_HELPERS = {
     " * splitting it into narrower loads of the parts the caller unpacks */\n"
     "static inline uint64_t moac_word(const void *p, int64_t i) { uint64_t w = ((const uint64_t *)p)[i]; "
     "__asm__(\"\" : \"+r\"(w)); return w; }",
+    "moac_sword": "/* one 8-byte word of a scratch array the same kernel writes (a packed load, never through\n"
+    " * a read-only path); the empty asm as for moac_word */\n"
+    "static inline uint64_t moac_sword(const void *p, int64_t i) { uint64_t w = ((const uint64_t *)p)[i]; "
+    "__asm__(\"\" : \"+r\"(w)); return w; }",
     "moac_word4": "/* one 4-byte word of an array (a packed load of four one-byte elements) */\n"
     "static inline uint32_t moac_word4(const void *p, int64_t i) { uint32_t w = ((const uint32_t *)p)[i]; "
     "__asm__(\"\" : \"+r\"(w)); return w; }",

@@ -83,6 +83,8 @@ def _uses(code) -> tuple[set, set, set, set, set]:
             case cir.Call(fn="moac_word" | "moac_word4", args=(cir.Var(name=a), _)):
                 arrays.add(a)
                 words.add(a)
+            case cir.Call(fn="moac_sword", args=(cir.Var(name=a), _)):    # words of an array the kernel writes
+                arrays.add(a)
     _walk(code, visit)
     return reads, arrays, decls, words, stored
 

@@ -10,6 +10,9 @@ WORD_HELPERS = {
     "moac_word": "/* one 8-byte word of a read-only array (a packed load through the read-only path) */\n"
                  "static __device__ inline uint64_t moac_word(const void *p, int64_t i) "
                  "{ return (uint64_t)__ldg((const unsigned long long *)p + i); }",
+    "moac_sword": "/* one 8-byte word of a scratch array the same kernel writes (a plain load: not the read-only path) */\n"
+                  "static __device__ inline uint64_t moac_sword(const void *p, int64_t i) "
+                  "{ return ((const uint64_t *)p)[i]; }",
     "moac_word4": "/* one 4-byte word of a read-only array (four one-byte elements, the read-only path) */\n"
                   "static __device__ inline uint32_t moac_word4(const void *p, int64_t i) "
                   "{ return (uint32_t)__ldg((const unsigned int *)p + i); }",

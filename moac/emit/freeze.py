@@ -8,6 +8,7 @@ work on it alone.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 
 import sympy as sp
@@ -25,6 +26,7 @@ from ..schedule.packing import WORD, word_bytes
 
 PAIRED = ("f8e4m3", "f8e5m2")   # unpacked in pairs: a GPU converts two fp8 to two f16 in one instruction
 from . import cir
+from .placement import names_in, on_chip_buffers, stored
 
 def gamma_c(index: tuple, shape: tuple):
     """γ(index; shape) as C, in the same order as gamma_text; a reshape's pair (⌊x ÷ n⌋, x mod n)
@@ -217,12 +219,14 @@ class _Freezer:
         self.helpers: set = set()     # helpers beyond the standard ones the C uses
         self.aligned: set = set()     # arrays read in packed words
         self.aligned16: set = set()   # arrays read in 16-byte words (tensor-core tiles)
+        self.stored: set = set()      # the buffers the kernel being frozen stores to
+        self.on_chip: set = set()     # the gang buffers kept in the gang's on-chip memory
         self.skipped: set = set()     # scratch buffers only a statement the target skips uses (LastGang counters)
 
     def _at(self, buf, idx):
         """An access's offset: into the whole buffer, or into the gang's tile where the target
         keeps a gang-placed buffer on chip (index − the tile's base, laid out by its extents)."""
-        if buf.placement == "gang" and self.t.gang_memory:
+        if buf.name in self.on_chip:
             local = tuple(sp.expand(sp.sympify(i) - b) for i, (b, _) in zip(idx, buf.tile))
             return gamma_c(local, tuple(e for _, e in buf.tile))
         return gamma_c(idx, buf.shape)
@@ -288,6 +292,8 @@ class _Freezer:
         per = wb // esize
         first = sp.expand(gamma(st.index, buf.shape) / per)
         load, wtype = ("moac_word", "uint64_t") if wb == WORD else ("moac_word4", "uint32_t")
+        if st.array in self.stored and wb == WORD:     # written by the same kernel: no read-only path
+            load = "moac_sword"
         out = []
         for wi in range(st.width * esize // wb):
             word = f"{st.names[wi * per]}w"
@@ -418,9 +424,11 @@ def index_width(s: Schedule, target, index_bits: int) -> int:
 
 def _kernels(s: Schedule, target, bits: int) -> tuple:
     f = _Freezer(s, target, bits)
+    f.on_chip = on_chip_buffers(s, target)
     kernels = []
     for k in s.kernels:
         arrays = tuple(mangle(a) for a in sorted(arrays_touched(k.body, set())))
+        f.stored = stored(k.body, set())
         code = f.stmts(k.body, arrays)
         if k.unfolded is not None and target.last_gang:    # another kernel's last gangs fold where it fails
             code = (cir.If(freeze_cond(k.unfolded), code),)
@@ -441,9 +449,11 @@ def to_cunit(s: Schedule, counts, target, index_bits: int = 64) -> CUnit:
     _USED.clear()
     kernels, f = _kernels(s, target, 64 if bits == 0 else bits)
     kernels32 = _kernels(s, target, 32)[0] if bits == 0 else ()
-    on_chip = {b.name for b in s.buffers if b.placement == "gang" and target.gang_memory}
-    scratch = tuple(Scratch(mangle(b.name), cir.expr(freeze(b.size))) for b in s.buffers
-                    if b.role == "scratch" and b.name not in on_chip and b.name not in f.skipped)
+    on_chip = on_chip_buffers(s, target)
+    used = "\n".join(names_in(tuple(k.code for k in kernels + tuple(kernels32)), set()))   # a buffer only lane passes use that the target's
+    scratch = tuple(Scratch(mangle(b.name), cir.expr(freeze(b.size))) for b in s.buffers   # tiles replace: none
+                    if b.role == "scratch" and b.name not in on_chip and b.name not in f.skipped
+                    and re.search(rf"\b{mangle(b.name)}\b", used))
     shared = tuple(Scratch(mangle(b.name), cir.expr(freeze(b.tile_size))) for b in s.buffers if b.name in on_chip)
     prologue = tuple(cir.Decl("int64_t", var_name(c.var), cir.Call(c.rule, tuple(freeze(a) for a in c.args)))
                      for c in s.choices)

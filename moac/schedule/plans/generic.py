@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import sympy as sp
 
 from ... import ops
-from ...dnf import DRead, DReduce, DStmt, fmt_index, reads
+from ...dnf import DRead, DReduce, DStmt, fmt_index, reads, substitute
 from ...dnf import children, map_children
 from ...dnf.passes import materialise
 from ..index import gamma, internal, lane_diff, narrow_update, size_key
@@ -199,3 +199,26 @@ def _serial(ctx, st: DStmt, body):
     pre, x = lower(body, names)
     code = tuple(pre) + (Store(st.name, st.target, st.target, x),)
     ctx.kernels.append(Kernel(f"k{len(ctx.kernels) + 1}_{st.name}", f"{st.name}: a single scalar", (), (Serial(code),)))
+
+
+def _stages(sub: dict) -> tuple:
+    """A group-member substitution in its two stages: floors and mods first, then symbols."""
+    return ({k: x for k, x in sub.items() if not isinstance(k, sp.Symbol)},
+            {k: x for k, x in sub.items() if isinstance(k, sp.Symbol)})
+
+
+def msub(e, sub: dict):
+    """Apply a group-member substitution to a DNF expression."""
+    if not sub:
+        return e
+    first, rest = _stages(sub)
+    return substitute(substitute(e, first), rest) if first else substitute(e, rest)
+
+
+def midx(ix, sub: dict):
+    """Apply a group-member substitution to an index."""
+    ix = sp.sympify(ix)
+    if not sub:
+        return ix
+    first, rest = _stages(sub)
+    return sp.expand(ix.xreplace(first).xreplace(rest))

@@ -13,7 +13,8 @@ from ..ir import Const, Let, LetIndex, Lift, Local, Loop, Op, Prefetch, Set, Sto
 from ..lower import logical, lower, read
 from ...dtypes import BYTES
 from ..packing import WORD, streams, dedupe_unpacks, lifted, note_lift, plan_packing, unpacks
-from .generic import VECTOR, outer_reductions
+from .generic import VECTOR, midx, msub, outer_reductions  # noqa: F401  (midx, msub: split_k and tiles import them from here)
+from . import score_parts
 from .pages import align_tokens, paged_tokens
 
 
@@ -64,29 +65,6 @@ def seq_over(axes: list, exts: tuple, body: tuple) -> tuple:
     return body
 
 
-def _stages(sub: dict) -> tuple:
-    """A group-member substitution in its two stages: floors and mods first, then symbols."""
-    return ({k: x for k, x in sub.items() if not isinstance(k, sp.Symbol)},
-            {k: x for k, x in sub.items() if isinstance(k, sp.Symbol)})
-
-
-def msub(e, sub: dict):
-    """Apply a group-member substitution to a DNF expression."""
-    if not sub:
-        return e
-    first, rest = _stages(sub)
-    return substitute(substitute(e, first), rest) if first else substitute(e, rest)
-
-
-def midx(ix, sub: dict):
-    """Apply a group-member substitution to an index."""
-    ix = sp.sympify(ix)
-    if not sub:
-        return ix
-    first, rest = _stages(sub)
-    return sp.expand(ix.xreplace(first).xreplace(rest))
-
-
 def scores(ctx, names, E, ev, l, pidx: tuple, C, U: int, members: list, opts) -> tuple:
     """Pass 1: the score of every token of the chunk into p, and the chunk maximum mg, for
     every group member.  With U > 1 the token loop is unrolled by U and the U × members
@@ -104,7 +82,17 @@ def scores(ctx, names, E, ev, l, pidx: tuple, C, U: int, members: list, opts) ->
             ctx.notes.append(f"score loads not packed: {pk}")
         else:
             packed = (ctx, pk, opts)
-            note_lift(ctx, ev, red.extent, *pk, "score reduction, vector × packed")
+
+    def mg(mi):
+        return "mg" if M == 1 else f"mg{mi}"
+
+    if packed is not None and U == 0:       # derived: the lanes over tokens × parts of d (an --unroll
+        parts = score_parts.passes(ctx, names, E, reds[0], ev, l, pidx, C, members, packed[1], mg)  # keeps lanes over d)
+        if not isinstance(parts, str):
+            return parts
+        ctx.notes.append(f"score pass: lanes over {ev.name}, a vector reduction per score ({parts})")
+    if packed is not None:
+        note_lift(ctx, ev, red.extent, *packed[1], "score reduction, vector × packed")
     if U == 0:          # derived: enough tokens per pass for IN_FLIGHT words per lane
         U = UNROLL
         if packed is not None:
@@ -115,9 +103,6 @@ def scores(ctx, names, E, ev, l, pidx: tuple, C, U: int, members: list, opts) ->
             U = max(UNROLL, IN_FLIGHT // words)
         ctx.notes.append(f"score pass: {U} tokens per vector pass" + (
             f" ({IN_FLIGHT} packed words in flight per lane)" if packed is not None else ""))
-
-    def mg(mi):
-        return "mg" if M == 1 else f"mg{mi}"
 
     def one(tok, mi: int, sc: str, subst: dict):
         sub = members[mi]

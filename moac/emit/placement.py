@@ -1,0 +1,49 @@
+"""Where a frozen unit keeps its buffers: the gang buffers a target keeps on chip, the
+buffers a kernel stores to (its packed reads of them avoid a read-only path), and the
+names a piece of C IR mentions (scratch only lane passes use, which a target's tiles
+replace, is not allocated)."""
+from __future__ import annotations
+
+import dataclasses
+
+from ..schedule.ir import Schedule, Store, arrays_touched
+
+
+def on_chip_buffers(s: Schedule, target) -> set:
+    """The gang-placed buffers a target with gang memory keeps on chip: per kernel the first
+    (by name) it touches; a kernel's other gang buffers (the score partials beside the
+    scores) stay in device memory, as on a target without gang memory."""
+    if not target.gang_memory:
+        return set()
+    gang = {b.name for b in s.buffers if b.placement == "gang"}
+    out, rest = set(), set()
+    for k in s.kernels:
+        mine = sorted(gang & arrays_touched(k.body, set()))
+        out.update(mine[:1])
+        rest.update(mine[1:])
+    return out | (gang - out - rest)
+
+
+def stored(body, out: set) -> set:
+    """The buffers a Schedule subtree stores to."""
+    for st in body:
+        if isinstance(st, Store):
+            out.add(st.array)
+        for fld in ("body", "then", "other"):
+            sub = getattr(st, fld, None)
+            if isinstance(sub, tuple):
+                stored(sub, out)
+    return out
+
+
+def names_in(x, out: set) -> set:
+    """Every string in a C IR tree (the variables and arrays it names, among other text)."""
+    if isinstance(x, str):
+        out.add(x)
+    elif isinstance(x, (tuple, list)):
+        for y in x:
+            names_in(y, out)
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+        for fld in dataclasses.fields(x):
+            names_in(getattr(x, fld.name), out)
+    return out
