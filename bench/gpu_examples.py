@@ -61,6 +61,8 @@ TILED = [
     ("decode_mha_bf16_fold", "decode_mha", "bf16", dict(dk=64, dv=64), dict(B=8, h=4, n=100)),
     ("decode_mha_bf16", "decode_mha", "bf16", dict(dk=128, dv=128), dict(B=1, h=2, n=1000)),
     ("decode_bf16", "decode", "bf16", dict(dk=128, dv=128), dict(n=777)),
+    # f32 K and V, sizes fixed: no tile on any target, the score partials pass everywhere
+    ("decode_gqa_batched_f32_g4", "decode_gqa_batched", "f32", dict(hq=16, hkv=4, dk=128, dv=128), dict(B=2, n=77)),
 ]
 
 
