@@ -81,3 +81,12 @@ def test_the_partials_are_read_back_in_words_on_openacc():
     got = kern(**arrays, n=sizes["n"])["out"]
     ref = prog.evaluate(sizes=sizes, **arrays)["out"]
     assert np.allclose(got, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_the_onf_is_the_same_for_openacc_and_cuda_where_the_pass_is_taken():
+    """The mapping is derived once: the pass is the program's, not the target's."""
+    for kv in ("bf16", "f32"):
+        prog = moac.parse(gqa(kv), "gqa.moa")
+        a, b = (str(prog.onf(target=t, sizes=GQA)) for t in ("openacc", "cuda"))
+        assert "no vector reduction per score" in a
+        assert [ln for ln in a.splitlines() if "openacc" not in ln] == [ln for ln in b.splitlines() if "cuda" not in ln]
