@@ -90,3 +90,9 @@ def test_the_onf_is_the_same_for_openacc_and_cuda_where_the_pass_is_taken():
         a, b = (str(prog.onf(target=t, sizes=GQA)) for t in ("openacc", "cuda"))
         assert "no vector reduction per score" in a
         assert [ln for ln in a.splitlines() if "openacc" not in ln] == [ln for ln in b.splitlines() if "cuda" not in ln]
+
+
+def test_one_f32_head_at_d_64_takes_the_pass():
+    """d = 64 of f32: one packed word a lane per token (W = 1), so one head (M = 1) is enough."""
+    text = notes(moac.load("examples/decode.moa"), {"dk": 64, "dv": 64})
+    assert "score pass: the lanes take 8 tokens × 4 parts of j" in text, text

@@ -409,14 +409,14 @@ def _narrow_calls(x):
     return x
 
 
-def index_width(s: Schedule, target, index_bits: int) -> int:
+def index_width(s: Schedule, target, index_bits: int, dropped: set = frozenset()) -> int:
     """The index width a unit is built with: 32 or 64 as asked; for 0 (auto) 32 where the
     fixed sizes prove every buffer has fewer than 2^31 elements, 64 where they prove the
     opposite, and otherwise 0 — both kernels, chosen at run time — on device targets (64
-    on host targets)."""
+    on host targets).  `dropped`: scratch buffers the code does not use."""
     if index_bits:
         return index_bits
-    sizes = [sp.sympify(b.size) for b in s.buffers]
+    sizes = [sp.sympify(b.size) for b in s.buffers if b.name not in dropped]
     if all(x.is_number for x in sizes):
         return 32 if all(int(x) < 2**31 - 1 for x in sizes) else 64
     return 0 if target.device_entry else 64
@@ -441,19 +441,27 @@ def _kernels(s: Schedule, target, bits: int) -> tuple:
 
 def to_cunit(s: Schedule, counts, target, index_bits: int = 64) -> CUnit:
     """Freeze a Schedule (and its counts, for the header) into a C unit."""
-    bits = index_width(s, target, index_bits)
     _DATA_SHAPES.clear()
     _DATA_SHAPES.update({b.name: tuple(b.shape) for b in s.buffers if b.role == "input" and b.dtype in INDEX_DTYPES})
     _DATA_DTYPES.clear()
     _DATA_DTYPES.update({b.name: b.dtype for b in s.buffers if b.role == "input" and b.dtype in INDEX_DTYPES})
+    # a scratch buffer only lane passes use that the target's tiles replace is neither
+    # allocated nor counted in the 32-bit check: the 64-bit kernels say which the code uses
     _USED.clear()
-    kernels, f = _kernels(s, target, 64 if bits == 0 else bits)
+    k64, f64 = _kernels(s, target, 64)
+    text = "\n".join(names_in(tuple(k.code for k in k64), set()))
+    dropped = {b.name for b in s.buffers if b.role == "scratch" and not re.search(rf"\b{mangle(b.name)}\b", text)}
+    bits = index_width(s, target, index_bits, dropped)
+    if bits == 32:
+        _USED.clear()
+        kernels, f = _kernels(s, target, 32)
+    else:
+        kernels, f = k64, f64
     kernels32 = _kernels(s, target, 32)[0] if bits == 0 else ()
     on_chip = on_chip_buffers(s, target)
-    used = "\n".join(names_in(tuple(k.code for k in kernels + tuple(kernels32)), set()))   # a buffer only lane passes use that the target's
-    scratch = tuple(Scratch(mangle(b.name), cir.expr(freeze(b.size))) for b in s.buffers   # tiles replace: none
+    scratch = tuple(Scratch(mangle(b.name), cir.expr(freeze(b.size))) for b in s.buffers
                     if b.role == "scratch" and b.name not in on_chip and b.name not in f.skipped
-                    and re.search(rf"\b{mangle(b.name)}\b", used))
+                    and b.name not in dropped)
     shared = tuple(Scratch(mangle(b.name), cir.expr(freeze(b.tile_size))) for b in s.buffers if b.name in on_chip)
     prologue = tuple(cir.Decl("int64_t", var_name(c.var), cir.Call(c.rule, tuple(freeze(a) for a in c.args)))
                      for c in s.choices)
@@ -464,7 +472,7 @@ def to_cunit(s: Schedule, counts, target, index_bits: int = 64) -> CUnit:
                        "(checked at run time), 64-bit ones otherwise",
                     32: "index arithmetic: 32-bit (the entry checks that every buffer has fewer than 2^31 elements)",
                     64: "index arithmetic: 64-bit"}[bits])
-    sizes = {b.name: cir.expr(freeze(b.size)) for b in s.buffers}
+    sizes = {b.name: cir.expr(freeze(b.size)) for b in s.buffers if b.name not in dropped}
     f.helpers.update(_USED)
     return CUnit(target.name, s.description, s.dnf.program.source.filename, f.ctype, kernels, scratch,
                  prologue, tuple(summary), sizes, tuple(sorted(f.helpers)), tuple(sorted(f.aligned)),

@@ -20,8 +20,10 @@ P is the smallest power of two with P lanes covering a 32-byte sector of a row a
 elements fitting Q_REGS registers a lane; U tokens a lane are summed together so that
 IN_FLIGHT packed words are on their way.  The pass is taken where the gang's M heads share
 a K row at least once per packed word W a lane loads per token in the lanes-over-d pass
-(M ≥ W: GQA, bf16 MHA), not for one f32 head (M = 1 < W = 2), whose lanes-over-d kernels
-were faster on cuda.  Measured on the H200 (OpenACC, docs/benchmarks.md, 2026-12-03; GQA
+(M ≥ W: GQA, bf16 MHA, one f32 head at d = 64), not for one f32 head at d = 128 (M = 1 <
+W = 2).  One Schedule serves every target, and for one head the targets disagree: on the
+H200 the pass made cuda's lane-pass kernels 11–21 % slower at both head sizes and openacc's
+3–11 % faster at d = 128, 27–47 % at d = 64; the rule takes it where the gain is the larger.  Measured on the H200 (OpenACC, docs/benchmarks.md, 2026-12-03; GQA
 bf16 d = 128, 4 heads a gang: P = 8, T = 4, S = 4, U = 2): the partials kernel 84 → 64 µs at
 n = 32768, 338 → 248 µs at B = 32 n = 4096 and at B = 1 n = 131072, MHA bf16 189 → 151 µs;
 cuda's single-head f32 kernels 13–21 % slower.  MOAC_SCORE_PARTS=0 (read when moac is
@@ -76,8 +78,8 @@ def plan(ctx, red, ev, l, pk: tuple, M: int) -> tuple | str:
     W = max(1, pk[1] * w * esize // 8)                 # the lanes-over-d pass: words a lane loads per token
     if M < W:
         return (f"{M} head{'s' if M > 1 else ''} a row and {W} packed words a lane per token: the lanes-over-d "
-                f"pass ends fewer than one reduction a word (on the H200 its f32 single-head kernels were 10–20 % "
-                f"faster on cuda, 5–10 % slower on openacc)")
+                f"pass ends fewer than one reduction a word (H200, one f32 head at d = 128: cuda 13–21 % faster "
+                f"with it, openacc 3–11 % slower)")
     U = max(1, IN_FLIGHT // max(1, S * w * esize // 8))
     return P, S, LANES // P, U
 
