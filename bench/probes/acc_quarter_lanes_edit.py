@@ -15,34 +15,17 @@ vector step; with 8, lane 8·u + c reads the words 8·s + c, s < 4: two sectors 
 4 tokens).
 
 Only the first (32-bit) partials kernel is rewritten (the one the H200 runs at these sizes)."""
-import re
 import sys
+
+from score_pass_c import locate, splice, sum_pass
 
 src, dst = sys.argv[1:3]
 R = int(sys.argv[3]) if len(sys.argv) > 3 else 4   # lanes a token
 T, S = 32 // R, 32 // R      # tokens a vector step, words a lane
-text = open(src).read()
-
-# the score buffer's size X: 5·X floats, the partials at moac_p + X
-m = re.search(r"float \*moac_p = \(float \*\)\(ws \+ ws_off\);\n\s*ws_off \+= \(sizeof\(float\) \* \(size_t\)\((.*)\) \+ 255\) / 256 \* 256;", text)
-X = m.group(1)
-old = f"sizeof(float) * (size_t)({X})"
-assert text.count(old) == 2, text.count(old)
-text = text.replace(old, f"sizeof(float) * (size_t)({R + 1} * ({X}))")
-
-head = "for (int32_t cq = 0; cq < cn / 8; ++cq) {"
-i = text.index(head)
-start = text.rindex("#pragma acc loop seq", 0, i)
-end = text.index("float zg0 = 0.0f;", i)
-seg = text[start:end]
-indent = re.search(r"\n( *)#pragma acc loop seq\s*$", text[:start + len("#pragma acc loop seq")]).group(1)
-kexpr = re.search(r"moac_word\(K_, (32 \* t0 \+ v[^;]*)\);", seg).group(1)
-qexpr = re.search(r"q0_2w = moac_word\(Q_, ([^;]*)\);", seg).group(1)
-pidx = [re.search(r"moac_p\[(.*)\] = sc0_%d;" % r, seg).group(1) for r in range(4)]
-assert "2 * v" in qexpr, qexpr
-K = kexpr.replace("32 * t0 + v", f"32 * l_ + {R} * s + c")
-Q = qexpr.replace("2 * v", f"{2 * R} * s + 2 * c")
-P = [p.replace("t0", "l_") for p in pidx]
+at = locate(open(src).read(), R)
+X, P = at["X"], at["pidx"]
+K = at["kexpr"].replace("32 * t0 + v", f"32 * l_ + {R} * s + c")
+Q = at["qexpr"].replace("2 * v", f"{2 * R} * s + 2 * c")
 
 L = ["#pragma acc loop seq",
      f"for (int32_t cq = 0; cq < (cn + {T - 1}) / {T}; ++cq) {{  /* probe: lanes over {T} tokens × {R} parts of d */",
@@ -64,18 +47,5 @@ for r in range(4):
 L += ["            }"]
 for r in range(4):
     L += [f"            moac_p[({X}) + {R} * ({P[r]}) + c] = s{r};"]
-L += ["        }", "    }", "}",
-      "#pragma acc loop vector reduction(max:mg0, mg1, mg2, mg3)",
-      "for (int32_t c = 0; c < cn; ++c) {  /* probe: a token's 4 partials, its score, the chunk maximum */",
-      "    int32_t l_ = c + chunk * g;"]
-for r in range(4):
-    at = f"(({X}) + {R} * ({P[r]})) / 2"
-    L += [f"    uint64_t p{r}w{k} = moac_word(moac_p, {at} + {k});" for k in range(R // 2)]
-    parts = " + ".join(f"moac_bits_to_f32((uint32_t)(p{r}w{k}{' >> 32' if h else ''}))" for k in range(R // 2) for h in (0, 1))
-    L += [f"    float sc{r} = ({parts}) / sqrtf((float)128);",
-          f"    moac_p[{P[r]}] = sc{r};",
-          f"    mg{r} = fmaxf(mg{r}, sc{r});"]
-L += ["}"]
-new = ("\n" + indent).join(L) + "\n" + indent
-text = text[:start] + new + text[end:]
-open(dst, "w").write(text)
+L += ["        }", "    }", "}"] + sum_pass(X, R, P)
+open(dst, "w").write(splice(at, L))

@@ -8,7 +8,6 @@ work on it alone.
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 
 import sympy as sp
@@ -26,7 +25,7 @@ from ..schedule.packing import WORD, word_bytes
 
 PAIRED = ("f8e4m3", "f8e5m2")   # unpacked in pairs: a GPU converts two fp8 to two f16 in one instruction
 from . import cir
-from .placement import names_in, on_chip_buffers, stored
+from .placement import on_chip_buffers, stored, unused_scratch
 
 def gamma_c(index: tuple, shape: tuple):
     """γ(index; shape) as C, in the same order as gamma_text; a reshape's pair (⌊x ÷ n⌋, x mod n)
@@ -446,17 +445,16 @@ def to_cunit(s: Schedule, counts, target, index_bits: int = 64) -> CUnit:
     _DATA_DTYPES.clear()
     _DATA_DTYPES.update({b.name: b.dtype for b in s.buffers if b.role == "input" and b.dtype in INDEX_DTYPES})
     # a scratch buffer only lane passes use that the target's tiles replace is neither
-    # allocated nor counted in the 32-bit check: the 64-bit kernels say which the code uses
+    # allocated nor counted in the 32-bit check: frozen kernels say which the code uses (an
+    # explicit width is frozen once; the automatic one looks at the 64-bit kernels first)
     _USED.clear()
-    k64, f64 = _kernels(s, target, 64)
-    text = "\n".join(names_in(tuple(k.code for k in k64), set()))
-    dropped = {b.name for b in s.buffers if b.role == "scratch" and not re.search(rf"\b{mangle(b.name)}\b", text)}
+    first = index_bits or 64
+    kernels, f = _kernels(s, target, first)
+    dropped = unused_scratch(s, kernels, mangle)
     bits = index_width(s, target, index_bits, dropped)
-    if bits == 32:
+    if bits == 32 and first != 32:
         _USED.clear()
         kernels, f = _kernels(s, target, 32)
-    else:
-        kernels, f = k64, f64
     kernels32 = _kernels(s, target, 32)[0] if bits == 0 else ()
     on_chip = on_chip_buffers(s, target)
     scratch = tuple(Scratch(mangle(b.name), cir.expr(freeze(b.size))) for b in s.buffers

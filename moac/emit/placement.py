@@ -5,6 +5,7 @@ replace, is not allocated)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from ..schedule.ir import Schedule, Store, arrays_touched
 
@@ -47,3 +48,9 @@ def names_in(x, out: set) -> set:
         for fld in dataclasses.fields(x):
             names_in(getattr(x, fld.name), out)
     return out
+
+
+def unused_scratch(s: Schedule, kernels, mangle) -> set:
+    """The scratch buffers the frozen kernels' code never names (`mangle`: a buffer's C name)."""
+    text = "\n".join(names_in(tuple(k.code for k in kernels), set()))
+    return {b.name for b in s.buffers if b.role == "scratch" and not re.search(rf"\b{mangle(b.name)}\b", text)}

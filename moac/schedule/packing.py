@@ -21,6 +21,7 @@ from .index import gamma, internal, lane_diff, logical
 from .ir import Const, Let, Local, Loop, Op, Set, Unpack
 
 WORD = 8        # bytes per packed load
+IN_FLIGHT = 8   # packed words in flight per lane a split-K score pass aims for (bf16 d = 128: 8 tokens)
 MIN_WORD = 4    # the narrower packed load, where a lane's run of the narrowest stream is 4 bytes
 LANES = 32
 
@@ -43,6 +44,17 @@ def streams(ctx, body, var) -> list:
             seen.add(key)
             out.append(r)
     return out
+
+
+def token_streams(ctx, body, var, tok) -> list:
+    """The streams of `body` along `var` whose index also walks the tokens `tok` (K's rows,
+    not q, which a score pass loads once)."""
+    return [r for r in streams(ctx, body, var) if any(tok in sp.sympify(i).free_symbols for i in r.index)]
+
+
+def lane_words(ctx, runs: list, elems) -> int:
+    """Packed words a lane loads per token: `elems` elements of each run, the widest counted."""
+    return max((max(1, int(elems) * BYTES[ctx.buffers[r.array].dtype] // WORD) for r in runs), default=1)
 
 
 def plan_packing(ctx, body, var, extent, opts):

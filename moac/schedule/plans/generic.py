@@ -222,3 +222,9 @@ def midx(ix, sub: dict):
         return ix
     first, rest = _stages(sub)
     return sp.expand(ix.xreplace(first).xreplace(rest))
+
+
+def replace_node(e, old, new):
+    """The DNF expression e with the sub-expression `old` replaced by `new` (a reduction by a
+    placeholder read that lower() then maps to a local: plans.tiles, plans.score_parts)."""
+    return new if e == old else map_children(e, lambda c: replace_node(c, old, new))

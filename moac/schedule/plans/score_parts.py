@@ -18,33 +18,33 @@ takes the chunk maximum (one vector reduction per chunk and head, not per score)
 
 P is the smallest power of two with P lanes covering a 32-byte sector of a row and q's
 elements fitting Q_REGS registers a lane; U tokens a lane are summed together so that
-IN_FLIGHT packed words are on their way.  The pass is taken where the gang's M heads share
-a K row at least once per packed word W a lane loads per token in the lanes-over-d pass
-(M ≥ W: GQA, bf16 MHA, one f32 head at d = 64), not for one f32 head at d = 128 (M = 1 <
-W = 2).  One Schedule serves every target, and for one head the targets disagree: on the
-H200 the pass made cuda's lane-pass kernels 11–21 % slower at both head sizes and openacc's
-3–11 % faster at d = 128, 27–47 % at d = 64; the rule takes it where the gain is the larger.  Measured on the H200 (OpenACC, docs/benchmarks.md, 2026-12-03; GQA
-bf16 d = 128, 4 heads a gang: P = 8, T = 4, S = 4, U = 2): the partials kernel 84 → 64 µs at
-n = 32768, 338 → 248 µs at B = 32 n = 4096 and at B = 1 n = 131072, MHA bf16 189 → 151 µs;
-cuda's single-head f32 kernels 13–21 % slower.  MOAC_SCORE_PARTS=0 (read when moac is
-imported) keeps the lanes-over-d pass everywhere, for experiments."""
+packing.IN_FLIGHT packed words are on their way.  The pass is taken where the gang's M
+heads share a K row at least once per packed word W a lane loads per token in the
+lanes-over-d pass (M ≥ W: GQA, bf16 MHA, one f32 head at d = 64), not for one f32 head at
+d = 128 (M = 1 < W = 2).  One Schedule serves every target, and for one head the targets
+disagree: on the H200 the pass made cuda's lane-pass kernels 11–21 % slower at both head
+sizes and openacc's 3–11 % faster at d = 128, 27–47 % at d = 64; the rule takes it where
+the gain is the larger.  Measured on the H200 (OpenACC, docs/benchmarks.md, 2026-12-03;
+GQA bf16 d = 128, 4 heads a gang: P = 8, T = 4, S = 4, U = 2): the partials kernel 84 → 64
+µs at n = 32768, 338 → 248 µs at B = 32 n = 4096 and at B = 1 n = 131072, MHA bf16 189 →
+151 µs.  MOAC_SCORE_PARTS=0 (read when moac is imported) keeps the lanes-over-d pass
+everywhere, for experiments."""
 from __future__ import annotations
 
 import os
 
 import sympy as sp
 
-from ...dnf import DRead, map_children, substitute
+from ...dnf import DRead, substitute
 from ...dtypes import BYTES
 from ..index import internal
 from ..ir import Const, Guard, Let, LetIndex, Lift, Local, Loop, Op, Set, Store, Unpack
 from ..lower import logical, lower
-from ..packing import LANES, _rename, dedupe_unpacks, streams, unpacks, word_bytes
-from .generic import midx, msub
+from ..packing import IN_FLIGHT, LANES, dedupe_unpacks, lane_words, streams, token_streams, unpacks, word_bytes
+from .generic import midx, msub, replace_node
 
 SECTOR = 32          # bytes: the memory's unit of transfer; P lanes of a token cover one
 Q_REGS = 64          # elements of the token-free operands (q) a lane keeps in registers at most
-IN_FLIGHT = 8        # packed words on their way per lane (split_k_passes.IN_FLIGHT)
 ENABLED = os.environ.get("MOAC_SCORE_PARTS", "1") != "0"    # experiments: 0 keeps the lanes-over-d pass
 
 
@@ -61,31 +61,25 @@ def plan(ctx, red, ev, l, pk: tuple, M: int) -> tuple | str:
     w, _ = pk
     if red.op != "add":
         return f"the score's reduction is {red.op}, not a sum of partials"
-    runs = streams(ctx, red.body, ev)
-    per_token = [r for r in runs if any(l in sp.sympify(i).free_symbols for i in r.index)]
-    held = [r for r in runs if r not in per_token]
+    per_token = token_streams(ctx, red.body, ev, l)
+    held = [r for r in streams(ctx, red.body, ev) if r not in per_token]
     if not per_token:
         return f"no read of the score walks the tokens {l.name}"
     words = int(red.extent) // w                       # a row's runs of w elements
-    esize = max(BYTES[ctx.buffers[r.array].dtype] for r in per_token)
-    wb = word_bytes(w, esize)
+    wb = word_bytes(w, max(BYTES[ctx.buffers[r.array].dtype] for r in per_token))
     held_elems = M * len(held) * int(red.extent)       # q's elements, all lanes of a token together
     P = _pow2(max(-(-SECTOR // wb), -(-held_elems // Q_REGS), 1))
     if P > LANES or words % P:
         return (f"{P} lanes a token (a {SECTOR}-byte sector, at most {Q_REGS} held elements a lane) do not "
                 f"divide the {words} runs of a row")
     S = words // P
-    W = max(1, pk[1] * w * esize // 8)                 # the lanes-over-d pass: words a lane loads per token
+    W = lane_words(ctx, per_token, pk[1] * w)          # the lanes-over-d pass: words a lane loads per token
     if M < W:
         return (f"{M} head{'s' if M > 1 else ''} a row and {W} packed words a lane per token: the lanes-over-d "
                 f"pass ends fewer than one reduction a word (H200, one f32 head at d = 128: cuda 13–21 % faster "
                 f"with it, openacc 3–11 % slower)")
-    U = max(1, IN_FLIGHT // max(1, S * w * esize // 8))
+    U = max(1, IN_FLIGHT // lane_words(ctx, per_token, S * w))
     return P, S, LANES // P, U
-
-
-def _replace(e, old, new):
-    return new if e == old else map_children(e, lambda c: _replace(c, old, new))
 
 
 def passes(ctx, names, E, red, ev, l, pidx: tuple, C, members: list, pk: tuple, mg) -> tuple | str:
@@ -134,7 +128,7 @@ def passes(ctx, names, E, red, ev, l, pidx: tuple, C, members: list, pk: tuple, 
     main = step(list(range(U)))
     held = [st for st in main if isinstance(st, Unpack) and not _per_token(st, toks)]
     main = tuple(st for st in main if st not in held)
-    one = _reuse(step([0]), held, toks)
+    one = tuple(dedupe_unpacks(held + list(step([0])))[len(held):])   # q read from the held unpacks
     span = T * U
     decls = tuple(LetIndex(toks[k], g * C + span * cq + T * k + u) for k in range(U))
     loops = (Loop(cq, sp.floor(cn / span), "seq", decls + main, trip=C / span,
@@ -150,7 +144,7 @@ def passes(ctx, names, E, red, ev, l, pidx: tuple, C, members: list, pk: tuple, 
                  lanes=cp, binds=((ev, red.extent), (cp, P)))
     # pass 1b: a token's P partials, the score around them, the chunk maximum
     ph = DRead("@psum", ())
-    Ep = _replace(E, red, ph)
+    Ep = replace_node(E, red, ph)
     body: list = [LetIndex(l, g * C + c)]
     mgs = []
     for mi in range(M):
@@ -180,18 +174,3 @@ def passes(ctx, names, E, red, ev, l, pidx: tuple, C, members: list, pk: tuple, 
 
 def _per_token(st: Unpack, toks: list) -> bool:
     return any(sp.sympify(i).has(*toks) for i in st.index)
-
-
-def _reuse(stmts: tuple, held: list, toks: list) -> tuple:
-    """stmts without their token-free unpacks, which read the elements the vector loop
-    loaded before its token loops (`held`, the same array and index) under those names."""
-    names = {(h.array, h.index): h.names for h in held}
-    ren: dict = {}
-    out = []
-    for st in stmts:
-        if isinstance(st, Unpack) and not _per_token(st, toks):
-            ren.update(zip(st.names, names[st.array, st.index]))
-            continue
-        out.append(type(st)(st.name, _rename(st.value, ren)) if isinstance(st, (Set, Let)) and st.value is not None
-                   else st)
-    return tuple(out)

@@ -12,7 +12,7 @@ from ..index import gamma, lane_diff
 from ..ir import Const, Let, LetIndex, Lift, Local, Loop, Op, Prefetch, Set, Store
 from ..lower import logical, lower, read
 from ...dtypes import BYTES
-from ..packing import WORD, streams, dedupe_unpacks, lifted, note_lift, plan_packing, unpacks
+from ..packing import IN_FLIGHT, streams, dedupe_unpacks, lane_words, lifted, note_lift, plan_packing, token_streams, unpacks
 from .generic import VECTOR, midx, msub, outer_reductions  # noqa: F401  (midx, msub: split_k and tiles import them from here)
 from . import score_parts
 from .pages import align_tokens, paged_tokens
@@ -23,7 +23,6 @@ SIMD_TOKENS = 4   # tokens per iteration of the SIMD weighted sum (one accumulat
 PREFETCH_AHEAD = 16384  # bytes a SIMD token loop prefetches ahead of the rows it reads (measured on
                         # the 2-core host, docs/benchmarks.md: 16 KB a little ahead of 4 KB, both far
                         # ahead of no prefetch)
-IN_FLIGHT = 8     # packed words in flight per lane the score pass aims for (bf16 d = 128: 8 tokens)
 
 
 def prefetches(ctx, body, l, lane, lane_ext, tok0, U: int) -> tuple:
@@ -97,10 +96,7 @@ def scores(ctx, names, E, ev, l, pidx: tuple, C, U: int, members: list, opts) ->
         U = UNROLL
         if packed is not None:
             w, R = packed[1]
-            per_token = [r for r in streams(ctx, red.body, ev)          # q is loaded once per pass
-                         if any(l in sp.sympify(i).free_symbols for i in r.index)]
-            words = max((max(1, R * w * BYTES[ctx.buffers[r.array].dtype] // WORD) for r in per_token), default=1)
-            U = max(UNROLL, IN_FLIGHT // words)
+            U = max(UNROLL, IN_FLIGHT // lane_words(ctx, token_streams(ctx, red.body, ev, l), R * w))
         ctx.notes.append(f"score pass: {U} tokens per vector pass" + (
             f" ({IN_FLIGHT} packed words in flight per lane)" if packed is not None else ""))
 

@@ -32,24 +32,18 @@ import os
 
 import sympy as sp
 
-from ...dnf import DOp, DRead, map_children
+from ...dnf import DOp, DRead
 from ...front.data import has_data
 from ..index import gamma, internal, lane_diff
 from ..choices import MIN_CHUNK
 from ..ir import TensorTile
 from ..lower import Names, lower
-from .generic import outer_reductions
-from .split_k_passes import midx, msub
+from .generic import midx, msub, outer_reductions, replace_node
 
 # K and V storage -> the operand type of the tile instruction (16 rows × 8 columns, 16 terms),
 # which holds every value of the storage exactly (E4M3 and E5M2 are f16 values)
 STORAGE = {"bf16": "bf16", "f16": "f16", "f8e4m3": "f16", "f8e5m2": "f16"}
 MAX_ROWS = 8                     # heads of a group: rows r and r + 8 hold the two halves
-
-
-def _replace(e, old, new):
-    """e with the sub-expression `old` replaced by `new`."""
-    return new if e == old else map_children(e, lambda c: _replace(c, old, new))
 
 
 def _starts_aligned(off, shape, k: int = 8) -> bool:
@@ -173,7 +167,7 @@ def derive(ctx, E, W, Wt, ev, l, members: list, group, rest, rest_ext, start, co
             return f"the {name} rows differ between the heads of a group"
         if not _starts_aligned(offs[name], ctx.buffers[r.array].shape):
             return f"the {name} rows do not start at multiples of 8 elements (16-byte loads)"
-    Es = _replace(msub(E, sub), msub(red, sub), DRead("@moac_sv", ()))
+    Es = replace_node(msub(E, sub), msub(red, sub), DRead("@moac_sv", ()))
     pre, score = lower(Es, Names(), reads={("@moac_sv", ()): "moac_sv"})
     if pre:
         return "the score has a second reduction"
