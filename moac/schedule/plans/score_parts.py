@@ -111,7 +111,7 @@ def passes(ctx, names, E, red, ev, l, pidx: tuple, C, members: list, pk: tuple, 
             for k in ks:
                 for mi in range(M):
                     bk = substitute(msub(red.body, members[mi]), {l: toks[k]})
-                    loads, locs = unpacks(ctx, bk, ev, base, w, names, f"{k}{s}_", {toks[k]: l})
+                    loads, locs = unpacks(ctx, bk, ev, base, w, names, f"{k}{s}", {toks[k]: l})
                     body += loads
                     for e in range(w):
                         pre, val = lower(substitute(bk, {ev: base + e}), names, subst={toks[k]: l}, reads=locs)
