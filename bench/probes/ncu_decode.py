@@ -10,12 +10,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gpu_runtime  # noqa: F401,E402
 from moac.gpu import load_bundle  # noqa: E402
 from moac.gpu.run import random_inputs  # noqa: E402
-import torch  # noqa: E402
 
 what, man = sys.argv[1], sys.argv[2]
 B, hq, hkv, n, d = map(int, sys.argv[3:8])
+k = load_bundle(Path(man)) if what == "moac" else None   # an OpenACC bundle's libgomp before torch's
+import torch  # noqa: E402
 if what == "moac":
-    k = load_bundle(Path(man))
     sizes = {s: v for s, v in (("B", B), ("n", n), ("h", hq)) if s in k.manifest.size_params}
     inputs, outs = random_inputs(k, sizes, torch, 0)
     L = k.prepare(out=outs, **inputs, **sizes)
