@@ -1,8 +1,12 @@
 """openmp's explicit SIMD vectors (moac.emit.simd): the jammed score reductions of a KV
 group (U tokens × g heads, at least MIN_ACCS accumulators) are printed as 16-float vectors
-with one transposed reduction, and give the interpreter's values; loops with fewer
-accumulators, and the other targets, keep their scalar form."""
+with one transposed reduction, lane loops without reductions (the weighted sum, a row's
+zeroing) as vector loads and stores, the prefetch before such a loop spread over its
+iterations; all give the interpreter's values.  Reductions with fewer accumulators, loops
+of other forms, f64 programs and the other targets keep their scalar form."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,7 +33,8 @@ def test_gqa_scores_are_printed_in_vectors(hq, accs):
 def test_few_accumulators_and_other_targets_keep_the_scalar_loop():
     prog = moac.load("examples/decode_mha.moa")
     c = prog.lower(moac.options.Options.make(target="openmp", sizes={"dk": 128, "dv": 128})).c_source
-    assert "moac_v16" not in c              # 4 accumulators: fewer than MIN_ACCS
+    assert "transposed reduction: lane i" not in c     # 4 accumulators: fewer than MIN_ACCS
+    assert "moac_v16_st(moac_o_part" in c   # its weighted sum: a lane loop without reduction, in vectors
     g = moac.parse(source("decode_gqa"), "gqa.moa")
     for t in ("c", "openacc"):
         assert "moac_v16" not in g.lower(moac.options.Options.make(target=t, sizes=gqa(8, 2))).c_source
@@ -55,3 +60,39 @@ def test_a_nan_in_k_still_gives_nan():
     arrays["K"][1, 17, 5] = np.nan
     out = kern(**arrays, n=64)["out"]
     assert np.isnan(out[4:8]).all() and not np.isnan(out[:4]).any()
+
+
+def test_the_weighted_sum_and_the_prefetches_are_printed_in_vectors():
+    c = moac.parse(source("decode_gqa", "bf16"), "gqa.moa").lower(
+        moac.options.Options.make(target="openmp", sizes=gqa(32, 8))).c_source
+    # 4 V rows widened once a step, each of the 4 heads' rows of o_part loaded, updated, stored
+    assert c.count("moac_v16_ld_bf16(V_ + (") == 5          # 4 tokens a step, 1 in the remainder loop
+    assert "moac_v16_st(moac_o_part + (4 * a * " in c
+    # the K and V prefetches of 1024 bytes: 2 lines in each of the 8 vector steps, not a burst of 16
+    assert "moac_pf" not in c
+    assert c.count("+ 8 * j_, 0, 2);") == 1 and c.count("+ 8 * j_ + 64, 0, 2);") == 1
+    assert c.count("+ 8 * d_, 0, 2);") == 1 and c.count("+ 8 * d_ + 64, 0, 2);") == 1
+    assert "_mm512_cvtepu16_epi32" in c and "#else" in c     # the AVX-512 widening, and the generic one
+
+
+def test_loops_of_other_forms_and_f64_keep_their_scalar_form():
+    # the combine's last loop (a select on Z) stays an `omp simd` loop
+    c = moac.parse(source("decode_gqa"), "gqa.moa").lower(moac.options.Options.make(target="openmp", sizes=gqa(8, 2))).c_source
+    assert "out_[i_ * 128 + d_] = Z != 0.0f ? moac_o_sum[i_ * 128 + d_] / Z : 0.0f;" in c
+    f64 = (Path(__file__).resolve().parent.parent / "examples" / "decode.moa").read_text().replace(": f32", ": f64")
+    c = moac.parse(f64, "decode64.moa").lower(moac.options.Options.make(target="openmp", sizes={"dk": 128, "dv": 128})).c_source
+    assert "double" in c and "moac_v16" not in c
+
+
+@pytest.mark.parametrize("kv", ["f32", "bf16"])
+@pytest.mark.parametrize("ex,sizes,n", [("decode", {"dk": 128, "dv": 128}, 77),
+                                        ("decode_mha", {"dk": 64, "dv": 64}, 1000),
+                                        ("decode_gqa", {"dk": 128, "dv": 128, "hq": 8, "hkv": 2}, 5)])
+def test_vector_weighted_sums_match_the_interpreter(kv, ex, sizes, n):
+    prog = moac.parse(source(ex, kv), f"{ex}.moa")
+    kern = prog.compile(target="openmp", sizes=sizes)
+    assert "moac_v16_st(" in kern.c_source
+    run_sizes = {**sizes, "n": n, **({"B": 2, "h": 3} if ex == "decode_mha" else {})}
+    got, ref = run(prog, kern, run_sizes)
+    tol = 16 * 1.2e-7 * np.sqrt(n + 128) * max(1.0, np.abs(ref).max())
+    np.testing.assert_allclose(got, ref, rtol=0, atol=tol)

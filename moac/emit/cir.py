@@ -122,6 +122,16 @@ class Comment:
 
 
 @dataclass(frozen=True, slots=True)
+class Prefetch:
+    """A hint that `nbytes` bytes from the address `base` (C text, a `const char *`) are read
+    soon: one `hint` (the target's spelling, with {addr}) per 64-byte line, printed as a
+    loop over the lines."""
+    base: str
+    nbytes: int
+    hint: str
+
+
+@dataclass(frozen=True, slots=True)
 class Raw:
     """Statement text a target prints as it is (a CUDA launch, a barrier)."""
     text: str
@@ -278,6 +288,9 @@ def stmts(body, ctype: str = "float", indent: int = 1) -> list[str]:
                 out.append(f"{pad}}}")
             case Comment(text=t):
                 out.append(f"{pad}/* {t} */")
+            case Prefetch(base=b, nbytes=nb, hint=h):
+                out += [f"{pad}for (int moac_pf = 0; moac_pf < {nb}; moac_pf += 64)   /* prefetch {nb} bytes */",
+                        f"{pad}    {h.format(addr=b + ' + moac_pf')};"]
             case Raw(text=t):
                 out += [pad + ln for ln in t.splitlines()]
             case _:

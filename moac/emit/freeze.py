@@ -328,9 +328,7 @@ class _Freezer:
                 if self.t.prefetch is None:
                     return []
                 at = cir.expr(self._at(self.bufs[a], idx), self.ctype)
-                hint = self.t.prefetch.format(addr=f"(const char *)&{mangle(a)}[{at}] + moac_pf")
-                return cir.Raw(f"for (int moac_pf = 0; moac_pf < {nb}; moac_pf += 64)   /* prefetch {nb} bytes */\n"
-                               f"    {hint};")
+                return cir.Prefetch(f"(const char *)&{mangle(a)}[{at}]", nb, self.t.prefetch)
             case Store(array=a, index=idx, value=v):
                 buf = self.bufs[a]
                 value = self.expr(v)
@@ -433,7 +431,8 @@ def _kernels(s: Schedule, target, bits: int) -> tuple:
             code = (cir.If(freeze_cond(k.unfolded), code),)
         kernels.append(CKernel(k.name, k.comment, _narrow_calls(code) if bits == 32 else code, arrays))
     if target.lower is not None:                      # a target's C IR -> C IR lowering, and the helpers it calls
-        kernels, extra = target.lower(kernels)
+        floats = frozenset(mangle(b.name) for b in s.buffers if b.dtype == "f32") if f.ctype == "float" else frozenset()
+        kernels, extra = target.lower(kernels, floats)
         f.helpers.update(extra)
     return tuple(kernels), f
 

@@ -34,8 +34,8 @@ class Target:
     prefetch: str | None = None        # a prefetch hint for the address {addr} (Schedule Prefetch statements)
     lanes: str = "threads"             # a vector lane: a thread of a warp that runs its own loops (GPUs), or
                                        # "simd", a slot of a SIMD register: lane loops go innermost (CPUs)
-    lower: object = None               # optional C IR -> C IR hook: kernels -> (kernels, names of the optional
-                                       # helpers (codegen.OPTIONAL_HELPERS) they now call)
+    lower: object = None               # optional C IR -> C IR hook: (kernels, C names of the arrays of floats) ->
+                                       # (kernels, names of the optional helpers (codegen.OPTIONAL_HELPERS) they call)
     printer: str = "c"                 # which printer writes its source (moac.driver.PRINTERS)
     compiler: str = "gcc"              # the compiler of its builds
     base_flags: tuple = ("-O3", "-std=gnu11", "-fPIC", "-shared")   # every host build's

@@ -48,6 +48,44 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames, int64_t fewest)
 }
 /* C's fmax and fmin as selects (NaN: the other operand), inlined where libm's are calls */
 static inline float moac_fmaxf(float a, float b) { return a > b ? a : (b != b ? a : b); }
+/* explicit SIMD vectors of 16 floats (GCC vector extensions) for the jammed lane reductions:
+ * unaligned loads (f32, bf16 widened), and the levels of a transposed reduction, each adding
+ * the halves of two vectors' lane blocks so that one vector holds the partial sums of both */
+typedef float moac_f32x16 __attribute__((vector_size(64), aligned(4)));
+typedef int32_t moac_i32x16 __attribute__((vector_size(64)));
+typedef uint16_t moac_u16x16 __attribute__((vector_size(32), aligned(2)));
+typedef uint32_t moac_u32x16 __attribute__((vector_size(64)));
+static inline moac_f32x16 moac_v16_zero(void) { moac_f32x16 v = {0}; return v; }
+static inline moac_f32x16 moac_v16_ld(const float *p) { moac_f32x16 v; __builtin_memcpy(&v, p, 64); return v; }
+static inline void moac_v16_st(float *p, moac_f32x16 v) { __builtin_memcpy(p, &v, 64); }
+static inline moac_f32x16 moac_v16_dup(float x) { moac_f32x16 v = {0}; return v + x; }
+#if defined(__AVX512F__)   /* GCC widens the generic form in 256-bit halves: 6 instructions, not 2 */
+#include <immintrin.h>
+static inline moac_f32x16 moac_v16_ld_bf16(const uint16_t *p) {
+    __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16);
+    moac_f32x16 f; __builtin_memcpy(&f, &w, 64); return f;
+}
+#else
+static inline moac_f32x16 moac_v16_ld_bf16(const uint16_t *p) {
+    moac_u16x16 h; __builtin_memcpy(&h, p, 32);
+    moac_u32x16 w = __builtin_convertvector(h, moac_u32x16) << 16;
+    moac_f32x16 f; __builtin_memcpy(&f, &w, 64); return f;
+}
+#endif
+#define MOAC_V16_SH(a, b, ...) __builtin_shuffle(a, b, (moac_i32x16){__VA_ARGS__})
+static inline moac_f32x16 moac_v16_tr1(moac_f32x16 a, moac_f32x16 b) {
+    return MOAC_V16_SH(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) + MOAC_V16_SH(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+}
+static inline moac_f32x16 moac_v16_tr2(moac_f32x16 a, moac_f32x16 b) {
+    return MOAC_V16_SH(a, b, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) + MOAC_V16_SH(a, b, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+}
+static inline moac_f32x16 moac_v16_tr3(moac_f32x16 a, moac_f32x16 b) {
+    return MOAC_V16_SH(a, b, 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) + MOAC_V16_SH(a, b, 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+}
+static inline moac_f32x16 moac_v16_tr4(moac_f32x16 a, moac_f32x16 b) {
+    return MOAC_V16_SH(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) + MOAC_V16_SH(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+}
+
 
 /* Bytes of scratch memory the computation needs for these sizes. */
 size_t moac_decode_workspace_bytes(int64_t n_)
@@ -135,37 +173,36 @@ int moac_decode_with_workspace(const float *restrict q_, const float *restrict K
             moac_p[l_] = e;
             zg = zg + e;
         }
-        #pragma omp simd
-        for (int64_t d_ = 0; d_ < 128; ++d_) {  /* SIMD lanes over DNF axis d < 128: the accumulators o_part start at 0 */
-            moac_o_part[g * 128 + d_] = 0.0f;
+        for (int64_t d_ = 0; d_ < 128; d_ += 16) {  /* SIMD lanes over DNF axis d < 128: the accumulators o_part start at 0: 16-float vectors */
+            moac_v16_st(moac_o_part + (g * 128 + d_), moac_v16_dup(0.0f));
         }
         for (int64_t cq = 0; cq < cn / 4; ++cq) {  /* Σ over the chunk's tokens, tokens outer, 4 per iteration */
             int64_t u0 = 4 * cq + chunk * g;
             int64_t u1 = 4 * cq + chunk * g + 1;
             int64_t u2 = 4 * cq + chunk * g + 2;
             int64_t u3 = 4 * cq + chunk * g + 3;
-            for (int moac_pf = 0; moac_pf < 2048; moac_pf += 64)   /* prefetch 2048 bytes */
-                __builtin_prefetch((const char *)&V_[(u0 + 32) * 128] + moac_pf, 0, 2);
             float pc0_0 = moac_p[u0];
             float pc0_1 = moac_p[u1];
             float pc0_2 = moac_p[u2];
             float pc0_3 = moac_p[u3];
-            #pragma omp simd
-            for (int64_t d_ = 0; d_ < 128; ++d_) {  /* SIMD lanes over DNF axis d < 128: 4 rows of the weighted values read once for 1 accumulator row */
-                float w_0 = V_[u0 * 128 + d_];
-                float w_1 = V_[u1 * 128 + d_];
-                float w_2 = V_[u2 * 128 + d_];
-                float w_3 = V_[u3 * 128 + d_];
-                moac_o_part[g * 128 + d_] = moac_o_part[g * 128 + d_] + pc0_0 * w_0 + pc0_1 * w_1 + pc0_2 * w_2 + pc0_3 * w_3;
+            for (int64_t d_ = 0; d_ < 128; d_ += 16) {  /* SIMD lanes over DNF axis d < 128: 4 rows of the weighted values read once for 1 accumulator row: 16-float vectors */
+                __builtin_prefetch((const char *)&V_[(u0 + 32) * 128] + 16 * d_, 0, 2);
+                __builtin_prefetch((const char *)&V_[(u0 + 32) * 128] + 16 * d_ + 64, 0, 2);
+                __builtin_prefetch((const char *)&V_[(u0 + 32) * 128] + 16 * d_ + 128, 0, 2);
+                __builtin_prefetch((const char *)&V_[(u0 + 32) * 128] + 16 * d_ + 192, 0, 2);
+                moac_f32x16 w_0 = moac_v16_ld(V_ + (u0 * 128 + d_));
+                moac_f32x16 w_1 = moac_v16_ld(V_ + (u1 * 128 + d_));
+                moac_f32x16 w_2 = moac_v16_ld(V_ + (u2 * 128 + d_));
+                moac_f32x16 w_3 = moac_v16_ld(V_ + (u3 * 128 + d_));
+                moac_v16_st(moac_o_part + (g * 128 + d_), moac_v16_ld(moac_o_part + (g * 128 + d_)) + pc0_0 * w_0 + pc0_1 * w_1 + pc0_2 * w_2 + pc0_3 * w_3);
             }
         }
         for (int64_t c = 4 * (cn / 4); c < cn; ++c) {  /* the last cn mod 4 tokens */
             int64_t l_ = c + chunk * g;
             float pc0 = moac_p[l_];
-            #pragma omp simd
-            for (int64_t d_ = 0; d_ < 128; ++d_) {  /* SIMD lanes over DNF axis d < 128: 1 row of the weighted values read once for 1 accumulator row */
-                float w = V_[l_ * 128 + d_];
-                moac_o_part[g * 128 + d_] = moac_o_part[g * 128 + d_] + pc0 * w;
+            for (int64_t d_ = 0; d_ < 128; d_ += 16) {  /* SIMD lanes over DNF axis d < 128: 1 row of the weighted values read once for 1 accumulator row: 16-float vectors */
+                moac_f32x16 w = moac_v16_ld(V_ + (l_ * 128 + d_));
+                moac_v16_st(moac_o_part + (g * 128 + d_), moac_v16_ld(moac_o_part + (g * 128 + d_)) + pc0 * w);
             }
         }
         moac_m_part[g] = mg;
@@ -178,16 +215,14 @@ int moac_decode_with_workspace(const float *restrict q_, const float *restrict K
             M = moac_fmaxf(M, moac_m_part[g]);
         }
         float Z = 0.0f;
-        #pragma omp simd
-        for (int64_t d_ = 0; d_ < 128; ++d_) {  /* SIMD lanes over DNF axis d < 128: the sums o_sum start at 0 */
-            moac_o_sum[d_] = 0.0f;
+        for (int64_t d_ = 0; d_ < 128; d_ += 16) {  /* SIMD lanes over DNF axis d < 128: the sums o_sum start at 0: 16-float vectors */
+            moac_v16_st(moac_o_sum + d_, moac_v16_dup(0.0f));
         }
         for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and o_sum = Σ_g exp(m_g − M)·o_g, the partials in sequence */
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];
-            #pragma omp simd
-            for (int64_t d_ = 0; d_ < 128; ++d_) {  /* SIMD lanes over DNF axis d < 128: o_sum += exp(m_g − M)·o_g, a row of o_part read contiguously */
-                moac_o_sum[d_] = moac_o_sum[d_] + e * moac_o_part[g * 128 + d_];
+            for (int64_t d_ = 0; d_ < 128; d_ += 16) {  /* SIMD lanes over DNF axis d < 128: o_sum += exp(m_g − M)·o_g, a row of o_part read contiguously: 16-float vectors */
+                moac_v16_st(moac_o_sum + d_, moac_v16_ld(moac_o_sum + d_) + e * moac_v16_ld(moac_o_part + (g * 128 + d_)));
             }
         }
         #pragma omp simd
