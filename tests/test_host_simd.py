@@ -96,3 +96,12 @@ def test_vector_weighted_sums_match_the_interpreter(kv, ex, sizes, n):
     got, ref = run(prog, kern, run_sizes)
     tol = 16 * 1.2e-7 * np.sqrt(n + 128) * max(1.0, np.abs(ref).max())
     np.testing.assert_allclose(got, ref, rtol=0, atol=tol)
+
+
+def test_the_scores_divide_the_vector_of_sums_once():
+    c = moac.parse(source("decode_gqa", "bf16"), "gqa.moa").lower(
+        moac.options.Options.make(target="openmp", sizes=gqa(32, 8))).c_source
+    # ÷ √dk of 16 scores: one vector division after the transposed reduction, not 16 scalar ones
+    assert c.count("moac_v_acc1_sc = moac_v_sum / sqrtf((float)128);") == 1
+    assert "float sc0_0 = moac_v_acc1_sc[0];" in c and "float sc3_3 = moac_v_acc1_sc[15];" in c
+    assert "acc1 / sqrtf" not in c and "acc17 / sqrtf" in c    # the remainder loop's scalar sums keep theirs

@@ -82,17 +82,92 @@ def lower(kernels, arrays: frozenset = frozenset()) -> tuple:
 def _stmts(body: tuple, used: set, arrays: frozenset) -> tuple:
     out: list = []
     floats = set()              # float scalars declared so far in this statement list
-    for st in body:
+    later: dict = {}            # statements after a vectorised reduction rewritten to read its lanes
+    for at, st in enumerate(body):
+        st = later.get(at, st)
         if isinstance(st, cir.Decl) and st.ctype == "float":
             floats.add(st.name)
         if isinstance(st, cir.For) and st.level == "vector":
             got = _vectorise(st, floats, arrays) or _vectorise_map(st, arrays)
             if got is not None:
                 used.add(HELPER)
+                if st.reduce:
+                    got = _scaled(got, out, body, at + 1, later)
                 out += _spread(out, got)
                 continue
         out.append(_children(st, used, arrays))
     return tuple(out)
+
+
+def _scaled(got: list, out: list, body: tuple, after: int, later: dict) -> list:
+    """Where every sum of a transposed reduction starts at 0 and is used once after it, as
+    `s = acc / X` with one constant X (the score's ÷ √dk), the division done on the vector
+    of sums, one instruction for 16 (IEEE division lane by lane: the same values; 0 + x is
+    x as -fno-signed-zeros allows), and each `s` a lane of it; `later` gets the rewritten
+    statements of `body` by position.  16 scalar divisions per 4 tokens were the largest
+    part of the GQA score pass's tail."""
+    fold = got[-1]
+    names = [st.name for st in fold.body if isinstance(st, cir.Assign)]
+    zero = {st.name for st in out if isinstance(st, cir.Decl) and st.init in (cir.Num(0.0), cir.Int(0))}
+    uses: dict = {}
+    for at in range(after, len(body)):
+        for n in names:
+            if _mentions(body[at], n):
+                uses.setdefault(n, []).append(at)
+    divs = {}
+    for n in names:
+        if n not in zero or len(uses.get(n, ())) != 1:
+            return got
+        st = body[uses[n][0]]
+        if not (isinstance(st, cir.Decl) and st.ctype == "float" and isinstance(st.init, cir.Bin)
+                and st.init.op == "/" and st.init.a == cir.Var(n) and _constant(st.init.b)):
+            return got
+        divs[n] = st
+    if len({d.init.b for d in divs.values()}) != 1:
+        return got
+    X = next(iter(divs.values())).init.b
+    folds, scaled, vname = [], [], None
+    for st in fold.body:
+        if isinstance(st, cir.Decl):               # a group's vector of sums, scaled into a vector
+            vname = None                           # declared before the fold's scope
+            folds.append(st)
+            continue
+        if vname is None:
+            vname = f"moac_v_{st.name}_sc"
+            scaled.append(cir.Decl("moac_f32x16", vname))
+            folds.append(cir.Assign(vname, cir.Bin("/", cir.Var(folds[-1].name), X)))
+        # acc = acc + sum[i]: the scores read lane i of the scaled vector instead
+        later[uses[st.name][0]] = cir.Decl("float", divs[st.name].name, cir.Load(vname, st.value.b.index))
+    return got[:-1] + scaled + [replace(fold, body=tuple(folds))]
+
+
+def _mentions(st, name: str) -> bool:
+    """Whether a statement or expression names `name` anywhere (a conservative scan)."""
+    if isinstance(st, cir.Var):
+        return st.name == name
+    if isinstance(st, (cir.Decl, cir.Assign)) and st.name == name:
+        return True
+    if isinstance(st, tuple):
+        return any(_mentions(x, name) for x in st)
+    if isinstance(st, cir.Raw):
+        return name in st.text
+    if hasattr(st, "__dataclass_fields__"):
+        return any(_mentions(getattr(st, f), name) for f in st.__dataclass_fields__)
+    return False
+
+
+def _constant(e) -> bool:
+    """An expression of literals, casts and calls only (no variable): the same in every lane."""
+    match e:
+        case cir.Int() | cir.Num():
+            return True
+        case cir.Cast(a=a) | cir.Neg(a=a):
+            return _constant(a)
+        case cir.Call(args=args):
+            return all(_constant(x) for x in args)
+        case cir.Bin(a=a, b=b):
+            return _constant(a) and _constant(b)
+    return False
 
 
 def _spread(out: list, got: list) -> list:
