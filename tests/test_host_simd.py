@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import moac
-from moac.emit import simd
+from moac.emit import simd, simd_tail
 
 from test_host_plan import run, source
 
@@ -103,5 +103,29 @@ def test_the_scores_divide_the_vector_of_sums_once():
         moac.options.Options.make(target="openmp", sizes=gqa(32, 8))).c_source
     # ÷ √dk of 16 scores: one vector division after the transposed reduction, not 16 scalar ones
     assert c.count("moac_v_acc1_sc = moac_v_sum / sqrtf((float)128);") == 1
-    assert "float sc0_0 = moac_v_acc1_sc[0];" in c and "float sc3_3 = moac_v_acc1_sc[15];" in c
+    assert "(const float *)&moac_v_acc1_sc_moac_p + 12, 16);" in c     # its lanes are what p gets
     assert "acc1 / sqrtf" not in c and "acc17 / sqrtf" in c    # the remainder loop's scalar sums keep theirs
+
+
+def test_the_scores_tail_stores_runs_and_keeps_the_maxima_in_a_vector():
+    c = moac.parse(source("decode_gqa", "bf16"), "gqa.moa").lower(
+        moac.options.Options.make(target="openmp", sizes=gqa(32, 8))).c_source
+    # a head's 4 tokens are adjacent in p: one permutation, then 4 stores of 16 bytes
+    assert "(moac_i32x16){0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15}" in c
+    assert c.count("(const float *)&moac_v_acc1_sc_moac_p + ") == 4
+    assert "= sc0_0;" not in c
+    # the chunk maxima: a vector of running maxima across the token loop, folded after it
+    assert "moac_v_acc1_sc_max = moac_v16_max(moac_v_acc1_sc_max, moac_v_acc1_sc);" in c
+    assert "mg3 = moac_fmaxf(mg3, moac_v_acc1_sc_max[15]);" in c
+    assert "mg0 = moac_fmaxf(mg0, sc0_0);" not in c
+    assert "mg0 = moac_fmaxf(mg0, sc_0);" in c                # the remainder loop's scalar scores keep theirs
+
+
+def test_polynomial_index_comparison():
+    from moac.emit import cir
+    ints = {"t1": cir.Bin("+", cir.Var("t0"), cir.Int(1))}
+    a = cir.Bin("+", cir.Bin("*", cir.Bin("+", cir.Var("h"), cir.Int(1)), cir.Var("P")), cir.Var("t1"))
+    b = cir.Bin("+", cir.Bin("*", cir.Var("h"), cir.Var("P")), cir.Var("t0"))
+    assert simd_tail._sub(simd_tail._poly(a, ints), simd_tail._poly(b, ints)) == {("P",): 1, (): 1}
+    div = cir.Bin("/", cir.Var("n"), cir.Var("c"))          # a division stays one opaque factor
+    assert simd_tail._poly(cir.Bin("*", cir.Int(2), div), {}) == {("n / c",): 2}

@@ -12,6 +12,11 @@ accumulator per scalar (a fused multiply-add chain each), and after the loop one
 adding pairs of vectors after a two-source shuffle — so that lane i of the result is the
 sum of accumulator i: 3·(k − 1) operations for k ≤ W accumulators in place of 8·k.
 
+Lane loops without a reduction (the weighted sum's `o[d] = o[d] + p·w(d) + …`) are printed in
+the same vectors where every statement is a float local or a store contiguous in the loop
+variable; a prefetch just before a vectorised loop is spread over its steps; and the
+scores' tail after a transposed reduction is printed on the vector (moac.emit.simd_tail).
+
 Only loops of at least MIN_ACCS accumulators whose body is a list of `acc_i = acc_i + e_i` with every e_i built from loads
 contiguous in the loop variable (a vector load), loads and values invariant in it (a
 scalar, broadcast), +, −, × and the bf16 widening, of an extent that is a multiple of W,
@@ -23,6 +28,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from . import cir
+from .simd_tail import hoisted_max, lane_stores, scaled
 
 W = 16                    # floats per vector (64 bytes: one AVX-512 register, two AVX2 ones)
 MIN_ACCS = 8              # the fewest accumulators printed so: each is one chain of dependent FMAs, and
@@ -44,6 +50,11 @@ HELPER_TEXT = (
     "static inline moac_f32x16 moac_v16_ld(const float *p) { moac_f32x16 v; __builtin_memcpy(&v, p, 64); return v; }\n"
     "static inline void moac_v16_st(float *p, moac_f32x16 v) { __builtin_memcpy(p, &v, 64); }\n"
     "static inline moac_f32x16 moac_v16_dup(float x) { moac_f32x16 v = {0}; return v + x; }\n"
+    "static inline moac_f32x16 moac_v16_max(moac_f32x16 a, moac_f32x16 b) {   /* moac_fmaxf lane by lane */\n"
+    "    moac_i32x16 take = (a > b) | (b != b), x, y;\n"
+    "    __builtin_memcpy(&x, &a, 64); __builtin_memcpy(&y, &b, 64); x = (x & take) | (y & ~take);\n"
+    "    __builtin_memcpy(&a, &x, 64); return a;\n"
+    "}\n"
     "#if defined(__AVX512F__)   /* GCC widens the generic form in 256-bit halves: 6 instructions, not 2 */\n"
     "#include <immintrin.h>\n"
     "static inline moac_f32x16 moac_v16_ld_bf16(const uint16_t *p) {\n"
@@ -92,82 +103,15 @@ def _stmts(body: tuple, used: set, arrays: frozenset) -> tuple:
             if got is not None:
                 used.add(HELPER)
                 if st.reduce:
-                    got = _scaled(got, out, body, at + 1, later)
+                    got = scaled(got, out, body, at + 1, later)
                 out += _spread(out, got)
                 continue
-        out.append(_children(st, used, arrays))
-    return tuple(out)
-
-
-def _scaled(got: list, out: list, body: tuple, after: int, later: dict) -> list:
-    """Where every sum of a transposed reduction starts at 0 and is used once after it, as
-    `s = acc / X` with one constant X (the score's ÷ √dk), the division done on the vector
-    of sums, one instruction for 16 (IEEE division lane by lane: the same values; 0 + x is
-    x as -fno-signed-zeros allows), and each `s` a lane of it; `later` gets the rewritten
-    statements of `body` by position.  16 scalar divisions per 4 tokens were the largest
-    part of the GQA score pass's tail."""
-    fold = got[-1]
-    names = [st.name for st in fold.body if isinstance(st, cir.Assign)]
-    zero = {st.name for st in out if isinstance(st, cir.Decl) and st.init in (cir.Num(0.0), cir.Int(0))}
-    uses: dict = {}
-    for at in range(after, len(body)):
-        for n in names:
-            if _mentions(body[at], n):
-                uses.setdefault(n, []).append(at)
-    divs = {}
-    for n in names:
-        if n not in zero or len(uses.get(n, ())) != 1:
-            return got
-        st = body[uses[n][0]]
-        if not (isinstance(st, cir.Decl) and st.ctype == "float" and isinstance(st.init, cir.Bin)
-                and st.init.op == "/" and st.init.a == cir.Var(n) and _constant(st.init.b)):
-            return got
-        divs[n] = st
-    if len({d.init.b for d in divs.values()}) != 1:
-        return got
-    X = next(iter(divs.values())).init.b
-    folds, scaled, vname = [], [], None
-    for st in fold.body:
-        if isinstance(st, cir.Decl):               # a group's vector of sums, scaled into a vector
-            vname = None                           # declared before the fold's scope
-            folds.append(st)
-            continue
-        if vname is None:
-            vname = f"moac_v_{st.name}_sc"
-            scaled.append(cir.Decl("moac_f32x16", vname))
-            folds.append(cir.Assign(vname, cir.Bin("/", cir.Var(folds[-1].name), X)))
-        # acc = acc + sum[i]: the scores read lane i of the scaled vector instead
-        later[uses[st.name][0]] = cir.Decl("float", divs[st.name].name, cir.Load(vname, st.value.b.index))
-    return got[:-1] + scaled + [replace(fold, body=tuple(folds))]
-
-
-def _mentions(st, name: str) -> bool:
-    """Whether a statement or expression names `name` anywhere (a conservative scan)."""
-    if isinstance(st, cir.Var):
-        return st.name == name
-    if isinstance(st, (cir.Decl, cir.Assign)) and st.name == name:
-        return True
-    if isinstance(st, tuple):
-        return any(_mentions(x, name) for x in st)
-    if isinstance(st, cir.Raw):
-        return name in st.text
-    if hasattr(st, "__dataclass_fields__"):
-        return any(_mentions(getattr(st, f), name) for f in st.__dataclass_fields__)
-    return False
-
-
-def _constant(e) -> bool:
-    """An expression of literals, casts and calls only (no variable): the same in every lane."""
-    match e:
-        case cir.Int() | cir.Num():
-            return True
-        case cir.Cast(a=a) | cir.Neg(a=a):
-            return _constant(a)
-        case cir.Call(args=args):
-            return all(_constant(x) for x in args)
-        case cir.Bin(a=a, b=b):
-            return _constant(a) and _constant(b)
-    return False
+        st = _children(st, used, arrays)
+        if isinstance(st, cir.For) and st.level not in ("vector", "gang"):
+            out += hoisted_max(st, out)
+        else:
+            out.append(st)
+    return tuple(lane_stores(out, arrays, W))
 
 
 def _spread(out: list, got: list) -> list:

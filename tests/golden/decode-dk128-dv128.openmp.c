@@ -59,6 +59,11 @@ static inline moac_f32x16 moac_v16_zero(void) { moac_f32x16 v = {0}; return v; }
 static inline moac_f32x16 moac_v16_ld(const float *p) { moac_f32x16 v; __builtin_memcpy(&v, p, 64); return v; }
 static inline void moac_v16_st(float *p, moac_f32x16 v) { __builtin_memcpy(p, &v, 64); }
 static inline moac_f32x16 moac_v16_dup(float x) { moac_f32x16 v = {0}; return v + x; }
+static inline moac_f32x16 moac_v16_max(moac_f32x16 a, moac_f32x16 b) {   /* moac_fmaxf lane by lane */
+    moac_i32x16 take = (a > b) | (b != b), x, y;
+    __builtin_memcpy(&x, &a, 64); __builtin_memcpy(&y, &b, 64); x = (x & take) | (y & ~take);
+    __builtin_memcpy(&a, &x, 64); return a;
+}
 #if defined(__AVX512F__)   /* GCC widens the generic form in 256-bit halves: 6 instructions, not 2 */
 #include <immintrin.h>
 static inline moac_f32x16 moac_v16_ld_bf16(const uint16_t *p) {
