@@ -11,7 +11,7 @@ decode n = 4096 and GQA n = 4096).  Bandwidth is K+V bytes per second of the bes
 the ceiling is a plain C loop summing the words of the case's own K and V arrays with every
 core (gcc -O3 -march=native -fopenmp, `omp parallel for simd`, integer adds): the bytes the
 kernels read.  Every timed call starts from cold caches (a buffer of twice the last-level
-cache overwritten before it): a host whose L3 holds 260 MB otherwise kept a 128 MiB case's
+cache read before it): a host whose L3 holds 260 MB otherwise kept a 128 MiB case's
 K and V partly cached between rounds, and a separate ceiling buffer was then slower than
 the kernels.  Every output is checked against a
 float64 numpy reference on the same data (bf16 widened exactly).  numpy is the obvious
@@ -97,7 +97,11 @@ def read_ceiling():
     lib = ffi.dlopen(str(tmp / "read.so"))
     global _FLUSH
     junk = np.empty(max(64 << 20, 2 * last_level_cache()) // 4, np.uint32)
-    _FLUSH = lambda: lib.moac_bench_fill(ffi.cast("uint32_t *", junk.ctypes.data), junk.size, 1)  # noqa: E731
+    lib.moac_bench_fill(ffi.cast("uint32_t *", junk.ctypes.data), junk.size, 1)     # its pages, once
+    # read, not written: the caches then hold clean lines, and the timed call's misses evict
+    # them without writing anything back (a write left 2 × L3 of dirty lines to drain)
+    _FLUSH = lambda: lib.moac_bench_read(ffi.cast("const uint32_t *", junk.ctypes.data), junk.size,  # noqa: E731
+                                         ffi.cast("const uint32_t *", junk.ctypes.data), 0)
 
     def run(a: np.ndarray, b: np.ndarray):
         assert a.flags.c_contiguous and b.flags.c_contiguous and a.nbytes % 4 == 0 and b.nbytes % 4 == 0
@@ -149,7 +153,7 @@ def compile_options(pairs: list) -> dict:
     return options
 
 
-_FLUSH = None     # set by read_ceiling(): overwrites twice the last-level cache
+_FLUSH = None     # set by read_ceiling(): reads a buffer of twice the last-level cache
 
 
 def last_level_cache() -> int:
