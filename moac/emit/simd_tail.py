@@ -17,8 +17,9 @@ def lane_stores(out: list, arrays: frozenset, width: int) -> list:
     4 tokens adjacent in p — as one lane permutation and one store per run, where nothing
     else in the statement list names the array.  The runs are found by comparing the index
     expressions as polynomials over the list's integer locals (`t1 = t0 + 1` …)."""
+    assigned = {st.name for st in out if isinstance(st, cir.Assign)}
     ints = {st.name: st.init for st in out if isinstance(st, cir.Decl) and st.ctype in ("int64_t", "int32_t")
-            and st.init is not None}
+            and st.init is not None and st.name not in assigned}     # locals that keep their value
     lanes = {st.name: (st.init.array, st.init.index.value) for st in out
              if isinstance(st, cir.Decl) and st.ctype == "float" and isinstance(st.init, cir.Load)
              and isinstance(st.init.index, cir.Int) and any(isinstance(d, cir.Decl) and d.name == st.init.array
