@@ -51,6 +51,10 @@ static inline float moac_fmaxf(float a, float b) { return a > b ? a : (b != b ? 
 /* explicit SIMD vectors of 16 floats (GCC vector extensions) for the jammed lane reductions:
  * unaligned loads (f32, bf16 widened), and the levels of a transposed reduction, each adding
  * the halves of two vectors' lane blocks so that one vector holds the partial sums of both */
+#if defined(__GNUC__) && !defined(__clang__)   /* a 64-byte vector passed by value: GCC notes the ABI
+                                                * of targets without AVX-512; these helpers are inlined */
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 typedef float moac_f32x16 __attribute__((vector_size(64), aligned(4)));
 typedef int32_t moac_i32x16 __attribute__((vector_size(64)));
 typedef uint16_t moac_u16x16 __attribute__((vector_size(32), aligned(2)));
