@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from . import cir
 
+
 def lane_stores(out: list, arrays: frozenset, width: int) -> list:
     """Scalar stores of a vector's lanes (`s = v[i]`, then `a[idx] = s`) whose addresses
     fall into runs of consecutive elements — the GQA scores of 4 tokens × 4 heads, a head's
@@ -35,6 +36,10 @@ def lane_stores(out: list, arrays: frozenset, width: int) -> list:
             continue
         if any(mentions(st, arr) for at, st in enumerate(out) if at not in {a for a, _, _ in stores}):
             continue
+        first, last = min(a for a, _, _ in stores), max(a for a, _, _ in stores)
+        if any(mentions(out[at], v) and not (isinstance(out[at], cir.Decl) and out[at].name in lanes)
+               for at in range(first + 1, last) if at not in {a for a, _, _ in stores}):
+            continue                              # the vector may change between the stores: left as it is
         polys = [_poly(ix, ints) for _, _, ix in stores]
         if any(pl is None for pl in polys):
             continue
