@@ -61,7 +61,6 @@ def main() -> int:
             Kb, Vb = dtypes.bf16_bits(K4), dtypes.bf16_bits(V4)
             K4, V4 = cpu_run.widen_bf16(Kb), cpu_run.widen_bf16(Vb)
         ref = cpu_run.attention(Q4.astype(np.float64), K4.astype(np.float64), V4.astype(np.float64))
-        kv_bytes = 2 * B * hkv * n * d * (2 if kv == "bf16" else 4)
         prog = cpu_run.case_program(example, kv)
         arrays = cpu_run.moac_arrays(example, Q4, Kb if kv == "bf16" else K4, Vb if kv == "bf16" else V4)
         impls = {}

@@ -6,6 +6,7 @@ through helpers (`moac_floordiv`, `moac_mod`), never C's truncating `/` and `%`.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 # --------------------------------------------------------------------------- expressions
@@ -295,6 +296,19 @@ def stmts(body, ctype: str = "float", indent: int = 1) -> list[str]:
                 out += [pad + ln for ln in t.splitlines()]
             case _:
                 raise TypeError(s)
+    return out
+
+
+def names_in(x, out: set) -> set:
+    """Every string in a C IR tree (the variables and arrays it names, among other text)."""
+    if isinstance(x, str):
+        out.add(x)
+    elif isinstance(x, (tuple, list)):
+        for y in x:
+            names_in(y, out)
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+        for fld in dataclasses.fields(x):
+            names_in(getattr(x, fld.name), out)
     return out
 
 

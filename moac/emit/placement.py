@@ -1,13 +1,13 @@
 """Where a frozen unit keeps its buffers: the gang buffers a target keeps on chip, the
 buffers a kernel stores to (its packed reads of them avoid a read-only path), and the
-names a piece of C IR mentions (scratch only lane passes use, which a target's tiles
+scratch the frozen code never names (scratch only lane passes use, which a target's tiles
 replace, is not allocated)."""
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from ..schedule.ir import Schedule, Store, arrays_touched
+from .cir import names_in
 
 
 def on_chip_buffers(s: Schedule, target) -> set:
@@ -34,19 +34,6 @@ def stored(body, out: set) -> set:
             sub = getattr(st, fld, None)
             if isinstance(sub, tuple):
                 stored(sub, out)
-    return out
-
-
-def names_in(x, out: set) -> set:
-    """Every string in a C IR tree (the variables and arrays it names, among other text)."""
-    if isinstance(x, str):
-        out.add(x)
-    elif isinstance(x, (tuple, list)):
-        for y in x:
-            names_in(y, out)
-    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
-        for fld in dataclasses.fields(x):
-            names_in(getattr(x, fld.name), out)
     return out
 
 

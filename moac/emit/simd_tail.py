@@ -7,6 +7,7 @@ GQA bf16's score tail from 16 scalar divisions, extractions, stores and branchy 
 4 tokens to a handful of vector operations (docs/cpu.md)."""
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from . import cir
@@ -21,10 +22,8 @@ def lane_stores(out: list, arrays: frozenset, width: int) -> list:
     assigned = {st.name for st in out if isinstance(st, cir.Assign)}
     ints = {st.name: st.init for st in out if isinstance(st, cir.Decl) and st.ctype in ("int64_t", "int32_t")
             and st.init is not None and st.name not in assigned}     # locals that keep their value
-    lanes = {st.name: (st.init.array, st.init.index.value) for st in out
-             if isinstance(st, cir.Decl) and st.ctype == "float" and isinstance(st.init, cir.Load)
-             and isinstance(st.init.index, cir.Int) and any(isinstance(d, cir.Decl) and d.name == st.init.array
-                                                            and d.ctype == "moac_f32x16" for d in out)}
+    lanes = _lanes(out)
+    named = [words(st) for st in out]
     groups: dict = {}                             # (vector, array) -> [(position, lane, index)]
     for at, st in enumerate(out):
         if isinstance(st, cir.Store) and st.array in arrays and isinstance(st.value, cir.Var) and st.value.name in lanes:
@@ -34,11 +33,12 @@ def lane_stores(out: list, arrays: frozenset, width: int) -> list:
     for (v, arr), stores in groups.items():
         if len(stores) < 2 or len({i for _, i, _ in stores}) != len(stores):
             continue
-        if any(mentions(st, arr) for at, st in enumerate(out) if at not in {a for a, _, _ in stores}):
+        at_stores = {a for a, _, _ in stores}
+        if any(arr in named[at] for at in range(len(out)) if at not in at_stores):
             continue
-        first, last = min(a for a, _, _ in stores), max(a for a, _, _ in stores)
-        if any(mentions(out[at], v) and not (isinstance(out[at], cir.Decl) and out[at].name in lanes)
-               for at in range(first + 1, last) if at not in {a for a, _, _ in stores}):
+        first, last = min(at_stores), max(at_stores)
+        if any(v in named[at] and not (isinstance(out[at], cir.Decl) and out[at].name in lanes)
+               for at in range(first + 1, last) if at not in at_stores):
             continue                              # the vector may change between the stores: left as it is
         polys = [_poly(ix, ints) for _, _, ix in stores]
         if any(pl is None for pl in polys):
@@ -55,8 +55,8 @@ def lane_stores(out: list, arrays: frozenset, width: int) -> list:
             code.append(cir.Raw(f"__builtin_memcpy(&{arr}[{cir.expr(run[0][1])}], (const float *)&{perm} + {k}, "
                                 f"{4 * len(run)});"))
             k += len(run)
-        drop |= {a for a, _, _ in stores}
-        put[min(a for a, _, _ in stores)] = code
+        drop |= at_stores
+        put[first] = code
     if not drop:
         return out
     new = []
@@ -145,10 +145,7 @@ def hoisted_max(lp: cir.For, out: list) -> list:
     compare and a branch, per 4 tokens).  The maximum ignores NaN either way, and is the
     same value in any order but for the sign of a zero (-fno-signed-zeros)."""
     outer = {st.name for st in out if isinstance(st, cir.Decl) and st.ctype == "float"}
-    vectors = {st.name for st in lp.body if isinstance(st, cir.Decl) and st.ctype == "moac_f32x16"}
-    lanes = {st.name: (st.init.array, st.init.index.value) for st in lp.body
-             if isinstance(st, cir.Decl) and st.ctype == "float" and isinstance(st.init, cir.Load)
-             and st.init.array in vectors and isinstance(st.init.index, cir.Int)}
+    lanes = _lanes(lp.body)
     folds: dict = {}                              # vector -> [(lane, mg)]
     for st in lp.body:
         match st:
@@ -160,7 +157,7 @@ def hoisted_max(lp: cir.For, out: list) -> list:
     mgs = {mg for fs in folds.values() for _, mg in fs}
     taken = [st for st in lp.body if isinstance(st, cir.Assign) and st.name in mgs]
     if len(taken) != sum(len(fs) for fs in folds.values()) or any(
-            mentions(st, mg) for st in lp.body if st not in taken for mg in mgs):
+            mgs & words(st) for st in lp.body if st not in taken):
         return [lp]
     pre, post, body, done = [], [], [], set()
     for st in lp.body:
@@ -177,12 +174,22 @@ def hoisted_max(lp: cir.For, out: list) -> list:
     return pre + [replace(lp, body=tuple(_unused_lanes_dropped(body)))] + post
 
 
+def _lanes(stmts) -> dict:
+    """The list's lane reads `s = v[i]` of the vectors it declares: {s: (v, i)}."""
+    vectors = {st.name for st in stmts if isinstance(st, cir.Decl) and st.ctype == "moac_f32x16"}
+    return {st.name: (st.init.array, st.init.index.value) for st in stmts
+            if isinstance(st, cir.Decl) and st.ctype == "float" and isinstance(st.init, cir.Load)
+            and st.init.array in vectors and isinstance(st.init.index, cir.Int)}
+
+
 def _unused_lanes_dropped(stmts: list) -> list:
-    """The list without its `s = v[i]` lane reads that nothing in it names any more."""
-    def lane(st):
-        return (isinstance(st, cir.Decl) and st.ctype == "float" and isinstance(st.init, cir.Load)
-                and isinstance(st.init.index, cir.Int) and st.init.array.startswith("moac_v_"))
-    return [st for st in stmts if not lane(st) or any(mentions(o, st.name) for o in stmts if o is not st)]
+    """The list without its `s = v[i]` lane reads that nothing else in it names any more."""
+    lanes = _lanes(stmts)
+    count: dict = {}                               # statements naming each identifier
+    for st in stmts:
+        for w in words(st):
+            count[w] = count.get(w, 0) + 1
+    return [st for st in stmts if not (isinstance(st, cir.Decl) and st.name in lanes and count[st.name] == 1)]
 
 
 def scaled(got: list, out: list, body: tuple, after: int, later: dict) -> list:
@@ -197,9 +204,8 @@ def scaled(got: list, out: list, body: tuple, after: int, later: dict) -> list:
     zero = {st.name for st in out if isinstance(st, cir.Decl) and st.init in (cir.Num(0.0), cir.Int(0))}
     uses: dict = {}
     for at in range(after, len(body)):
-        for n in names:
-            if mentions(body[at], n):
-                uses.setdefault(n, []).append(at)
+        for n in words(body[at]).intersection(names):
+            uses.setdefault(n, []).append(at)
     divs = {}
     for n in names:
         if n not in zero or len(uses.get(n, ())) != 1:
@@ -228,19 +234,10 @@ def scaled(got: list, out: list, body: tuple, after: int, later: dict) -> list:
     return got[:-1] + scaled + [replace(fold, body=tuple(folds))]
 
 
-def mentions(st, name: str) -> bool:
-    """Whether a statement or expression names `name` anywhere (a conservative scan)."""
-    if isinstance(st, cir.Var):
-        return st.name == name
-    if isinstance(st, (cir.Decl, cir.Assign)) and st.name == name:
-        return True
-    if isinstance(st, tuple):
-        return any(mentions(x, name) for x in st)
-    if isinstance(st, cir.Raw):
-        return name in st.text
-    if hasattr(st, "__dataclass_fields__"):
-        return any(mentions(getattr(st, f), name) for f in st.__dataclass_fields__)
-    return False
+def words(st) -> set:
+    """The identifiers a C IR subtree names anywhere, in its expressions or in the text of
+    its Raw statements and comments (cir.names_in's strings, split into words)."""
+    return {w for s in cir.names_in(st, set()) for w in re.findall(r"[A-Za-z_]\w*", s)}
 
 
 def _constant(e) -> bool:
