@@ -4,7 +4,7 @@ of bench/cpu_run.py, the same with its C source edited by a variant file, and th
 ceiling, interleaved rounds, best and median (the ratios, not the absolute times, are what
 to compare on the shared machine).
 
-    python3 bench/cpu_ab.py CASE[,CASE…] [VARIANT.py …] [--rounds 21] [--opt key=value …]
+    python3 bench/cpu_ab.py CASE[,CASE…] [VARIANT.py …] [--rounds 21] [--opt key=value …] [--n N] [--warm]
 
 A variant file defines `edit(c_source: str) -> str` (the C to build instead) and may define
 `FLAGS` (extra compiler flags), `OPTIONS` (moac compile options, a dict) and `TARGET`, a
@@ -44,14 +44,21 @@ def main() -> int:
     ap.add_argument("--opt", action="append", default=[])
     ap.add_argument("--numpy", action="store_true", help="time numpy's implementation too")
     ap.add_argument("--dump", default="", help="write each variant's C source into this folder")
+    ap.add_argument("--n", type=int, default=0, help="the cases' token count instead of their own")
+    ap.add_argument("--warm", action="store_true",
+                    help="no cold-cache read before each call (K and V stay cached where they fit: the cores' time)")
     args = ap.parse_args()
     base_opts = cpu_run.compile_options(args.opt)
     variants = [("base", None)] + [(Path(p).stem, load_variant(p)) for p in args.variants]
     ceiling = cpu_run.read_ceiling()
+    if args.warm:
+        cpu_run._FLUSH = None
     rng = np.random.default_rng(0)
     cases = {c[0]: c for c in cpu_run.CASES}
     for name in args.cases.split(","):
         _, example, kv, fixed, run, (B, hkv, g, n) = cases[name]
+        if args.n:
+            run, n = {**run, "n": args.n}, args.n
         d = fixed["dk"]
         Q4 = rng.standard_normal((B, hkv, g, d), dtype=np.float32)
         K4 = rng.standard_normal((B, hkv, n, d), dtype=np.float32)

@@ -21,6 +21,14 @@ def gqa(hq: int, hkv: int) -> dict:
     return {"dk": 128, "dv": 128, "hq": hq, "hkv": hkv}
 
 
+def vectors(c: str) -> str:
+    """The lowered kernels of a C source: the text under the vectors' guard, without the
+    `#else` branches that keep the scheduled loops for builds without AVX-512."""
+    parts = c.split(f"#if {simd.GUARD}   /* explicit vectors")[1:]
+    assert parts, "no lowered kernel"
+    return "".join(p.split("#else           /* the loops as scheduled")[0] for p in parts)
+
+
 @pytest.mark.parametrize("hq,accs", [(4, 8), (8, 16), (16, 32)])     # g = 2, 4, 8 heads × 4 tokens
 def test_gqa_scores_are_printed_in_vectors(hq, accs):
     art = moac.parse(source("decode_gqa"), "gqa.moa").lower(moac.options.Options.make(target="openmp", sizes=gqa(hq, 2)))
@@ -69,10 +77,10 @@ def test_the_weighted_sum_and_the_prefetches_are_printed_in_vectors():
     assert c.count("moac_v16_ld_bf16(V_ + (") == 5          # 4 tokens a step, 1 in the remainder loop
     assert "moac_v16_st(moac_o_part + (4 * a * " in c
     # the K and V prefetches of 1024 bytes: 2 lines in each of the 8 vector steps, not a burst of 16
-    assert "moac_pf" not in c
+    assert "moac_pf" not in vectors(c)
     assert c.count("+ 8 * j_, 0, 2);") == 1 and c.count("+ 8 * j_ + 64, 0, 2);") == 1
     assert c.count("+ 8 * d_, 0, 2);") == 1 and c.count("+ 8 * d_ + 64, 0, 2);") == 1
-    assert "_mm512_cvtepu16_epi32" in c and "#else" in c     # the AVX-512 widening, and the generic one
+    assert "_mm512_cvtepu16_epi32" in c and "__builtin_convertvector" not in c     # the AVX-512 widening
 
 
 def test_loops_of_other_forms_and_f64_keep_their_scalar_form():
@@ -104,7 +112,7 @@ def test_the_scores_divide_the_vector_of_sums_once():
     # ÷ √dk of 16 scores: one vector division after the transposed reduction, not 16 scalar ones
     assert c.count("moac_v_acc1_sc = moac_v_sum / sqrtf((float)128);") == 1
     assert "(const float *)&moac_v_acc1_sc_moac_p + 12, 16);" in c     # its lanes are what p gets
-    assert "acc1 / sqrtf" not in c and "acc17 / sqrtf" in c    # the remainder loop's scalar sums keep theirs
+    assert "acc1 / sqrtf" not in vectors(c) and "acc17 / sqrtf" in vectors(c)    # the remainder loop's scalar sums keep theirs
 
 
 def test_the_scores_tail_stores_runs_and_keeps_the_maxima_in_a_vector():
@@ -113,11 +121,11 @@ def test_the_scores_tail_stores_runs_and_keeps_the_maxima_in_a_vector():
     # a head's 4 tokens are adjacent in p: one permutation, then 4 stores of 16 bytes
     assert "(moac_i32x16){0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15}" in c
     assert c.count("(const float *)&moac_v_acc1_sc_moac_p + ") == 4
-    assert "= sc0_0;" not in c
+    assert "= sc0_0;" not in vectors(c)
     # the chunk maxima: a vector of running maxima across the token loop, folded after it
     assert "moac_v_acc1_sc_max = moac_v16_max(moac_v_acc1_sc_max, moac_v_acc1_sc);" in c
     assert "mg3 = moac_fmaxf(mg3, moac_v_acc1_sc_max[15]);" in c
-    assert "mg0 = moac_fmaxf(mg0, sc0_0);" not in c
+    assert "mg0 = moac_fmaxf(mg0, sc0_0);" not in vectors(c)
     assert "mg0 = moac_fmaxf(mg0, sc_0);" in c                # the remainder loop's scalar scores keep theirs
 
 
@@ -131,16 +139,41 @@ def test_polynomial_index_comparison():
     assert simd_tail._poly(cir.Bin("*", cir.Int(2), div), {}) == {("n / c",): 2}
 
 
-def test_portable_builds_take_the_generic_vectors_and_agree():
-    """Without -march=native (the C that `moac compile -o` writes, built anywhere) the helpers
-    take their generic forms, build under -Wall -Werror and give the same values."""
+def test_portable_builds_take_the_scheduled_loops_and_agree():
+    """Without -march=native (the C that `moac compile -o` writes, built anywhere) a build
+    without AVX-512 takes the kernels' loops as scheduled (`#else` of the vectors' guard,
+    where GCC vectorises them itself: explicit 64-byte vectors would live in memory there),
+    builds under -Wall -Werror and gives the same values."""
     prog = moac.parse(source("decode_gqa", "bf16"), "gqa.moa")
     portable = prog.compile(target="openmp", sizes=gqa(8, 2), native=False, werror=True)
     native = prog.compile(target="openmp", sizes=gqa(8, 2), werror=True)
-    assert "moac_v16_max" in portable.c_source
+    text = portable.c_source
+    assert "moac_v16_max" in text and text.count(f"#if {simd.GUARD}") == 1 + text.count("#else           /* the loops as scheduled")
     sizes = {**gqa(8, 2), "n": 301}
     got, ref = run(prog, portable, sizes)
     got_native, _ = run(prog, native, sizes)
     tol = 16 * 1.2e-7 * np.sqrt(301 + 128) * max(1.0, np.abs(ref).max())
     np.testing.assert_allclose(got, ref, rtol=0, atol=tol)
     np.testing.assert_allclose(got, got_native, rtol=0, atol=tol)
+
+
+def test_the_guards_else_branch_is_the_kernel_as_scheduled():
+    """Each lowered kernel keeps, under `#else`, exactly the C the target prints without its
+    lowering; the helpers (64-byte vector types) exist only under the same guard."""
+    import dataclasses
+    from moac import driver, targets
+    prog = moac.parse(source("decode_gqa", "bf16"), "gqa.moa")
+    opts = moac.options.Options.make(target="openmp", sizes=gqa(32, 8))
+    c = prog.lower(opts).c_source
+    saved = targets.TARGETS["openmp"]
+    targets.TARGETS["openmp"] = dataclasses.replace(saved, lower=None)
+    try:
+        plain = driver.lower(prog._dnf, opts).c_source
+    finally:
+        targets.TARGETS["openmp"] = saved
+    branches = [p.split("\n", 1)[1].rsplit("\n", 1)[0] for p in c.split("#else           /* the loops as scheduled")[1:]
+                for p in [p.split("#endif")[0]]]
+    assert len(branches) == 2                               # the partials and the combine
+    assert all(b.strip() and b in plain for b in branches)
+    helper = c[c.index("/* explicit SIMD vectors"):]
+    assert helper.index(f"#if {simd.GUARD}") < helper.index("typedef float moac_f32x16")

@@ -37,19 +37,21 @@ MIN_ACCS = 8              # the fewest accumulators printed so: each is one chai
                           # 6–10 % slower than GCC's own vectorisation, which splits each sum in two
                           # chains; GQA bf16 n = 32768 (16 accumulators) 3–5 % faster
 HELPER = "moac_v16"       # the optional helper (codegen.OPTIONAL_HELPERS) holding the types below
+GUARD = "defined(__AVX512F__)"   # where a vector of W floats is one register.  Elsewhere GCC keeps each
+                          # such vector in memory: without AVX-512 (x86-64 and x86-64-v3 builds, any
+                          # other CPU) GQA ran 1.7–2.6× slower than its scalar loops under GCC's own
+                          # vectorisation (docs/cpu.md), so a lowered kernel is printed beside its
+                          # original under #if GUARD … #else … #endif
 
 HELPER_TEXT = (
     "/* explicit SIMD vectors of 16 floats (GCC vector extensions) for the jammed lane reductions:\n"
     " * unaligned loads (f32, bf16 widened), and the levels of a transposed reduction, each adding\n"
-    " * the halves of two vectors' lane blocks so that one vector holds the partial sums of both */\n"
-    "#if defined(__GNUC__) && !defined(__clang__)   /* a 64-byte vector passed by value: GCC notes the ABI\n"
-    "                                                * of targets without AVX-512; these helpers are inlined */\n"
-    "#pragma GCC diagnostic ignored \"-Wpsabi\"\n"
-    "#endif\n"
+    " * the halves of two vectors' lane blocks so that one vector holds the partial sums of both;\n"
+    " * only where a vector is one register (GUARD: the kernels keep their scalar loops elsewhere) */\n"
+    f"#if {GUARD}\n"
+    "#include <immintrin.h>\n"
     "typedef float moac_f32x16 __attribute__((vector_size(64), aligned(4)));\n"
     "typedef int32_t moac_i32x16 __attribute__((vector_size(64)));\n"
-    "typedef uint16_t moac_u16x16 __attribute__((vector_size(32), aligned(2)));\n"
-    "typedef uint32_t moac_u32x16 __attribute__((vector_size(64)));\n"
     "static inline moac_f32x16 moac_v16_zero(void) { moac_f32x16 v = {0}; return v; }\n"
     "static inline moac_f32x16 moac_v16_ld(const float *p) { moac_f32x16 v; __builtin_memcpy(&v, p, 64); return v; }\n"
     "static inline void moac_v16_st(float *p, moac_f32x16 v) { __builtin_memcpy(p, &v, 64); }\n"
@@ -59,19 +61,10 @@ HELPER_TEXT = (
     "    __builtin_memcpy(&x, &a, 64); __builtin_memcpy(&y, &b, 64); x = (x & take) | (y & ~take);\n"
     "    __builtin_memcpy(&a, &x, 64); return a;\n"
     "}\n"
-    "#if defined(__AVX512F__)   /* GCC widens the generic form in 256-bit halves: 6 instructions, not 2 */\n"
-    "#include <immintrin.h>\n"
-    "static inline moac_f32x16 moac_v16_ld_bf16(const uint16_t *p) {\n"
+    "static inline moac_f32x16 moac_v16_ld_bf16(const uint16_t *p) {   /* zero-extend and shift: 2 instructions */\n"
     "    __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16);\n"
     "    moac_f32x16 f; __builtin_memcpy(&f, &w, 64); return f;\n"
     "}\n"
-    "#else\n"
-    "static inline moac_f32x16 moac_v16_ld_bf16(const uint16_t *p) {\n"
-    "    moac_u16x16 h; __builtin_memcpy(&h, p, 32);\n"
-    "    moac_u32x16 w = __builtin_convertvector(h, moac_u32x16) << 16;\n"
-    "    moac_f32x16 f; __builtin_memcpy(&f, &w, 64); return f;\n"
-    "}\n"
-    "#endif\n"
     "#define MOAC_V16_SH(a, b, ...) __builtin_shuffle(a, b, (moac_i32x16){__VA_ARGS__})\n"
     + "".join(
         f"static inline moac_f32x16 moac_v16_tr{lv}(moac_f32x16 a, moac_f32x16 b) {{\n"
@@ -82,6 +75,7 @@ HELPER_TEXT = (
             for _idx in [[blk * (16 >> (lv - 1)) + e for blk in range(2 << (lv - 1)) for e in range(8 >> (lv - 1))]]
         )
     )
+    + "#endif"
 )
 
 
@@ -90,8 +84,17 @@ def lower(kernels, arrays: frozenset = frozenset()) -> tuple:
     optional helpers they now call.  `arrays`: the C names of the arrays of floats (the
     only ones whose plain loads and stores become vector loads and stores)."""
     used: set = set()
-    out = tuple(replace(k, code=_stmts(k.code, used, arrays)) for k in kernels)
-    return out, (HELPER,) if used else ()
+    out = []
+    for k in kernels:
+        mine: set = set()
+        code = _stmts(k.code, mine, arrays)
+        if mine:                                  # the vectors where they are registers, the loops elsewhere
+            used |= mine
+            code = (cir.Raw(f"#if {GUARD}   /* explicit vectors ({HELPER}) */"), *code,
+                    cir.Raw("#else           /* the loops as scheduled, for the compiler's own vectorisation */"),
+                    *k.code, cir.Raw("#endif"))
+        out.append(replace(k, code=code))
+    return tuple(out), (HELPER,) if used else ()
 
 
 def _stmts(body: tuple, used: set, arrays: frozenset) -> tuple:

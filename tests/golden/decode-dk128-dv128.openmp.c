@@ -50,15 +50,12 @@ static inline int64_t moac_chunk(int64_t tokens, int64_t frames, int64_t fewest)
 static inline float moac_fmaxf(float a, float b) { return a > b ? a : (b != b ? a : b); }
 /* explicit SIMD vectors of 16 floats (GCC vector extensions) for the jammed lane reductions:
  * unaligned loads (f32, bf16 widened), and the levels of a transposed reduction, each adding
- * the halves of two vectors' lane blocks so that one vector holds the partial sums of both */
-#if defined(__GNUC__) && !defined(__clang__)   /* a 64-byte vector passed by value: GCC notes the ABI
-                                                * of targets without AVX-512; these helpers are inlined */
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
+ * the halves of two vectors' lane blocks so that one vector holds the partial sums of both;
+ * only where a vector is one register (GUARD: the kernels keep their scalar loops elsewhere) */
+#if defined(__AVX512F__)
+#include <immintrin.h>
 typedef float moac_f32x16 __attribute__((vector_size(64), aligned(4)));
 typedef int32_t moac_i32x16 __attribute__((vector_size(64)));
-typedef uint16_t moac_u16x16 __attribute__((vector_size(32), aligned(2)));
-typedef uint32_t moac_u32x16 __attribute__((vector_size(64)));
 static inline moac_f32x16 moac_v16_zero(void) { moac_f32x16 v = {0}; return v; }
 static inline moac_f32x16 moac_v16_ld(const float *p) { moac_f32x16 v; __builtin_memcpy(&v, p, 64); return v; }
 static inline void moac_v16_st(float *p, moac_f32x16 v) { __builtin_memcpy(p, &v, 64); }
@@ -68,19 +65,10 @@ static inline moac_f32x16 moac_v16_max(moac_f32x16 a, moac_f32x16 b) {   /* moac
     __builtin_memcpy(&x, &a, 64); __builtin_memcpy(&y, &b, 64); x = (x & take) | (y & ~take);
     __builtin_memcpy(&a, &x, 64); return a;
 }
-#if defined(__AVX512F__)   /* GCC widens the generic form in 256-bit halves: 6 instructions, not 2 */
-#include <immintrin.h>
-static inline moac_f32x16 moac_v16_ld_bf16(const uint16_t *p) {
+static inline moac_f32x16 moac_v16_ld_bf16(const uint16_t *p) {   /* zero-extend and shift: 2 instructions */
     __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16);
     moac_f32x16 f; __builtin_memcpy(&f, &w, 64); return f;
 }
-#else
-static inline moac_f32x16 moac_v16_ld_bf16(const uint16_t *p) {
-    moac_u16x16 h; __builtin_memcpy(&h, p, 32);
-    moac_u32x16 w = __builtin_convertvector(h, moac_u32x16) << 16;
-    moac_f32x16 f; __builtin_memcpy(&f, &w, 64); return f;
-}
-#endif
 #define MOAC_V16_SH(a, b, ...) __builtin_shuffle(a, b, (moac_i32x16){__VA_ARGS__})
 static inline moac_f32x16 moac_v16_tr1(moac_f32x16 a, moac_f32x16 b) {
     return MOAC_V16_SH(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) + MOAC_V16_SH(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
@@ -94,7 +82,7 @@ static inline moac_f32x16 moac_v16_tr3(moac_f32x16 a, moac_f32x16 b) {
 static inline moac_f32x16 moac_v16_tr4(moac_f32x16 a, moac_f32x16 b) {
     return MOAC_V16_SH(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) + MOAC_V16_SH(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
 }
-
+#endif
 
 /* Bytes of scratch memory the computation needs for these sizes. */
 size_t moac_decode_workspace_bytes(int64_t n_)
@@ -131,6 +119,7 @@ int moac_decode_with_workspace(const float *restrict q_, const float *restrict K
     ws_off += (sizeof(float) * (size_t)(128) + 255) / 256 * 256;
     (void)ws_off;
     /* kernel k1_partials: per-chunk partials of the softmax contraction (max, sum, weighted sum) */
+    #if defined(__AVX512F__)   /* explicit vectors (moac_v16) */
     #pragma omp parallel for schedule(static)
     for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
         int64_t cn = moac_imin(chunk, n_ - chunk * g);
@@ -217,7 +206,97 @@ int moac_decode_with_workspace(const float *restrict q_, const float *restrict K
         moac_m_part[g] = mg;
         moac_z_part[g] = zg;
     }
+    #else           /* the loops as scheduled, for the compiler's own vectorisation */
+    #pragma omp parallel for schedule(static)
+    for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* lifted token axis: ⟨n⟩ → ⟨⌈n/chunk⌉ chunk⟩, l = g·chunk + c */
+        int64_t cn = moac_imin(chunk, n_ - chunk * g);
+        float mg = -INFINITY;
+        for (int64_t cq = 0; cq < cn / 4; ++cq) {  /* pass 1: tokens g·chunk + 4·cq + u, u < 4: scores and chunk maximum */
+            int64_t t0 = 4 * cq + chunk * g;
+            int64_t t1 = 4 * cq + chunk * g + 1;
+            int64_t t2 = 4 * cq + chunk * g + 2;
+            int64_t t3 = 4 * cq + chunk * g + 3;
+            for (int moac_pf = 0; moac_pf < 2048; moac_pf += 64)   /* prefetch 2048 bytes */
+                __builtin_prefetch((const char *)&K_[(t0 + 32) * 128] + moac_pf, 0, 2);
+            float acc1 = 0.0f;
+            float acc2 = 0.0f;
+            float acc3 = 0.0f;
+            float acc4 = 0.0f;
+            for (int64_t j_ = 0; j_ < 128; ++j_) {  /* vector reduction over DNF axis j, 4 tokens jammed */
+                acc1 = acc1 + q_[j_] * K_[t0 * 128 + j_];
+                acc2 = acc2 + q_[j_] * K_[t1 * 128 + j_];
+                acc3 = acc3 + q_[j_] * K_[t2 * 128 + j_];
+                acc4 = acc4 + q_[j_] * K_[t3 * 128 + j_];
+            }
+            float sc0 = acc1 / sqrtf((float)128);
+            moac_p[t0] = sc0;
+            mg = moac_fmaxf(mg, sc0);
+            float sc1 = acc2 / sqrtf((float)128);
+            moac_p[t1] = sc1;
+            mg = moac_fmaxf(mg, sc1);
+            float sc2 = acc3 / sqrtf((float)128);
+            moac_p[t2] = sc2;
+            mg = moac_fmaxf(mg, sc2);
+            float sc3 = acc4 / sqrtf((float)128);
+            moac_p[t3] = sc3;
+            mg = moac_fmaxf(mg, sc3);
+        }
+        for (int64_t c = 4 * (cn / 4); c < cn; ++c) {  /* pass 1 remainder: the last cn mod 4 tokens */
+            int64_t l_ = c + chunk * g;
+            float acc5 = 0.0f;
+            for (int64_t j_ = 0; j_ < 128; ++j_) {  /* vector reduction over DNF axis j < 128 */
+                acc5 = acc5 + q_[j_] * K_[l_ * 128 + j_];
+            }
+            float sc = acc5 / sqrtf((float)128);
+            moac_p[l_] = sc;
+            mg = moac_fmaxf(mg, sc);
+        }
+        float zg = 0.0f;
+        for (int64_t c = 0; c < cn; ++c) {  /* pass 2: p = exp(score − chunk max), chunk sum */
+            int64_t l_ = c + chunk * g;
+            float e = moac_expf(moac_p[l_] - moac_fmaxf(mg, -3.4028234663852886e+38f));
+            moac_p[l_] = e;
+            zg = zg + e;
+        }
+        #pragma omp simd
+        for (int64_t d_ = 0; d_ < 128; ++d_) {  /* SIMD lanes over DNF axis d < 128: the accumulators o_part start at 0 */
+            moac_o_part[g * 128 + d_] = 0.0f;
+        }
+        for (int64_t cq = 0; cq < cn / 4; ++cq) {  /* Σ over the chunk's tokens, tokens outer, 4 per iteration */
+            int64_t u0 = 4 * cq + chunk * g;
+            int64_t u1 = 4 * cq + chunk * g + 1;
+            int64_t u2 = 4 * cq + chunk * g + 2;
+            int64_t u3 = 4 * cq + chunk * g + 3;
+            for (int moac_pf = 0; moac_pf < 2048; moac_pf += 64)   /* prefetch 2048 bytes */
+                __builtin_prefetch((const char *)&V_[(u0 + 32) * 128] + moac_pf, 0, 2);
+            float pc0_0 = moac_p[u0];
+            float pc0_1 = moac_p[u1];
+            float pc0_2 = moac_p[u2];
+            float pc0_3 = moac_p[u3];
+            #pragma omp simd
+            for (int64_t d_ = 0; d_ < 128; ++d_) {  /* SIMD lanes over DNF axis d < 128: 4 rows of the weighted values read once for 1 accumulator row */
+                float w_0 = V_[u0 * 128 + d_];
+                float w_1 = V_[u1 * 128 + d_];
+                float w_2 = V_[u2 * 128 + d_];
+                float w_3 = V_[u3 * 128 + d_];
+                moac_o_part[g * 128 + d_] = moac_o_part[g * 128 + d_] + pc0_0 * w_0 + pc0_1 * w_1 + pc0_2 * w_2 + pc0_3 * w_3;
+            }
+        }
+        for (int64_t c = 4 * (cn / 4); c < cn; ++c) {  /* the last cn mod 4 tokens */
+            int64_t l_ = c + chunk * g;
+            float pc0 = moac_p[l_];
+            #pragma omp simd
+            for (int64_t d_ = 0; d_ < 128; ++d_) {  /* SIMD lanes over DNF axis d < 128: 1 row of the weighted values read once for 1 accumulator row */
+                float w = V_[l_ * 128 + d_];
+                moac_o_part[g * 128 + d_] = moac_o_part[g * 128 + d_] + pc0 * w;
+            }
+        }
+        moac_m_part[g] = mg;
+        moac_z_part[g] = zg;
+    }
+    #endif
     /* kernel k2_combine: log-sum-exp merge of the chunk partials */
+    #if defined(__AVX512F__)   /* explicit vectors (moac_v16) */
     {
         float M = -INFINITY;
         for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* global maximum M = max_g m_g */
@@ -239,6 +318,31 @@ int moac_decode_with_workspace(const float *restrict q_, const float *restrict K
             out_[d_] = Z != 0.0f ? moac_o_sum[d_] / Z : 0.0f;
         }
     }
+    #else           /* the loops as scheduled, for the compiler's own vectorisation */
+    {
+        float M = -INFINITY;
+        for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* global maximum M = max_g m_g */
+            M = moac_fmaxf(M, moac_m_part[g]);
+        }
+        float Z = 0.0f;
+        #pragma omp simd
+        for (int64_t d_ = 0; d_ < 128; ++d_) {  /* SIMD lanes over DNF axis d < 128: the sums o_sum start at 0 */
+            moac_o_sum[d_] = 0.0f;
+        }
+        for (int64_t g = 0; g < n_ / chunk + (n_ % chunk != 0); ++g) {  /* Z = Σ_g exp(m_g − M)·z_g and o_sum = Σ_g exp(m_g − M)·o_g, the partials in sequence */
+            float e = moac_expf(moac_m_part[g] - M);
+            Z = Z + e * moac_z_part[g];
+            #pragma omp simd
+            for (int64_t d_ = 0; d_ < 128; ++d_) {  /* SIMD lanes over DNF axis d < 128: o_sum += exp(m_g − M)·o_g, a row of o_part read contiguously */
+                moac_o_sum[d_] = moac_o_sum[d_] + e * moac_o_part[g * 128 + d_];
+            }
+        }
+        #pragma omp simd
+        for (int64_t d_ = 0; d_ < 128; ++d_) {  /* SIMD lanes over DNF axis d < 128: out = o_sum ÷ Z */
+            out_[d_] = Z != 0.0f ? moac_o_sum[d_] / Z : 0.0f;
+        }
+    }
+    #endif
     if (own)
         free(ws);
     return 0;
