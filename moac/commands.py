@@ -15,6 +15,9 @@ from .dnf import DReduce, DOp, DSelect
 from .errors import ArgumentError, CheckError, MoacError
 
 DEFAULT_SIZE = 13     # a prime, so every lifting guard is exercised
+# the values a size not given may take, in order of preference (primes, DEFAULT_SIZE first,
+# then around it): the first that leaves every run-time condition on the sizes true
+DEFAULT_CANDIDATES = (13, 11, 17, 7, 19, 5, 23, 3, 29, 2, 31, 1)
 CHECK_BYTES = 8 * 2**30      # the most random input moac check draws (float64 bytes)
 EPS = {"float": float(np.finfo(np.float32).eps), "double": float(np.finfo(np.float64).eps)}
 # half an ulp, relative: a stored output's (or an updated input's) rounding to nearest in its storage
@@ -23,11 +26,9 @@ ROUNDING = {"bf16": 2.0 ** -8, "f16": 2.0 ** -11, "f8e4m3": 2.0 ** -4, "f8e5m2":
 
 def random_inputs(prog, sizes: dict, seed: int = 0) -> tuple[dict, dict]:
     """Seeded standard-normal inputs for every declared input, in its declared storage
-    dtype, and every size bound (given ones, the others DEFAULT_SIZE)."""
+    dtype, and every size bound (given ones, the others default_sizes)."""
     from .front.sizes import resolve
-    env = resolve(prog.core, sizes)
-    for s in prog.core.sizes:
-        env.setdefault(s, sp.Integer(DEFAULT_SIZE))
+    env = default_sizes(prog.core, resolve(prog.core, sizes))
     rng = np.random.default_rng(seed)
     shapes = {info.name: tuple(int(sp.sympify(e).xreplace(env)) for e in info.shape) for info in prog.inputs}
     need = sum(8 * int(np.prod(sh, dtype=object)) for sh in shapes.values())    # float64 draws
@@ -40,6 +41,27 @@ def random_inputs(prog, sizes: dict, seed: int = 0) -> tuple[dict, dict]:
     arrays = {info.name: ints[info.name] if info.dtype in INDEX_DTYPES else dtypes.random(info.dtype, rng, shapes[info.name])
               for info in prog.inputs}
     return arrays, {k.name: int(v) for k, v in env.items()}
+
+
+def default_sizes(core, env: dict) -> dict:
+    """`env` with every size it does not bind set, in declaration order, to the first of
+    DEFAULT_CANDIDATES that keeps true each run-time condition whose sizes are then all
+    bound (a cache update's n + 1 ≤ N gets N = 13, n = 11); DEFAULT_SIZE where none does,
+    so that the check's positioned error names the condition."""
+    from .front.data import on_data
+    conds = [sp.sympify(c.cond) for c in core.constraints if not on_data(c)]
+    env = dict(env)
+    for s in core.sizes:
+        if s in env:
+            continue
+        for v in DEFAULT_CANDIDATES:
+            trial = {**env, s: sp.Integer(v)}
+            if all(bool(c.xreplace(trial)) for c in conds if c.free_symbols <= set(trial)):
+                env = trial
+                break
+        else:
+            env[s] = sp.Integer(DEFAULT_SIZE)
+    return env
 
 
 def tolerance(ctype: str, length: int) -> float:

@@ -104,3 +104,19 @@ def test_an_updated_cache_may_not_alias_another_argument():
     with pytest.raises(ArgumentError, match="shares memory with input 'q'"):
         kern(Kc=Kc, Vc=Kc.copy(), q=Kc[3], k=q.copy(), v=q.copy(), n=13)
     assert np.array_equal(Kc, before)
+
+
+def test_check_picks_default_sizes_that_keep_the_conditions(prog):
+    """Sizes not given take 13 where the program's conditions allow, else the next candidate:
+    a cache update (n + 1 ≤ N) checks with its defaults instead of failing on a full cache."""
+    from moac.commands import default_sizes, random_inputs
+    syms = {s.name: s for s in prog.core.sizes}
+    assert {k.name: int(v) for k, v in default_sizes(prog.core, {}).items()} == {"N": 13, "n": 11, "dk": 13, "dv": 13}
+    given = default_sizes(prog.core, {syms["n"]: 13})
+    assert int(given[syms["N"]]) == 17 and int(given[syms["n"]]) == 13
+    arrays, sizes = random_inputs(prog, {"n": 13})
+    assert sizes["N"] == 17
+    prog.evaluate(sizes=sizes, **arrays)
+    arrays, sizes = random_inputs(prog, {"n": 13, "N": 13})        # both given, in conflict: kept, and refused
+    with pytest.raises(moac.ArgumentError, match="'Kc' is full"):
+        prog.evaluate(sizes=sizes, **arrays)
