@@ -50,10 +50,10 @@ HELPERS = (
 
 # for targets whose lanes are SIMD slots: libmvec's vector exp2f (glibc 2.35 on, x86-64),
 # which glibc's headers declare only under -ffast-math; a loop of SIMD lanes over exp then
-# calls it, with no other fast-math assumption
+# calls it, with no other fast-math assumption (GCC's attribute: clang has its own -fveclib)
 SIMD_MATH = (
     "/* SIMD lanes call libmvec's vector exp2f (declared by glibc only under -ffast-math) */\n"
-    "#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))\n"
+    "#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)) && !defined(__clang__)\n"
     "float exp2f(float) __attribute__((simd(\"notinbranch\")));\n"
     "#endif")
 

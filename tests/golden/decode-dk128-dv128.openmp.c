@@ -29,7 +29,7 @@ static inline float moac_f16_to_f32(uint16_t h) {
     union { uint32_t u; float f; } v; v.u = u; return v.f;
 }
 /* SIMD lanes call libmvec's vector exp2f (declared by glibc only under -ffast-math) */
-#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
+#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)) && !defined(__clang__)
 float exp2f(float) __attribute__((simd("notinbranch")));
 #endif
 /* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that
@@ -69,7 +69,7 @@ static inline moac_f32x16 moac_v16_ld_bf16(const uint16_t *p) {   /* zero-extend
     __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16);
     moac_f32x16 f; __builtin_memcpy(&f, &w, 64); return f;
 }
-#define MOAC_V16_SH(a, b, ...) __builtin_shuffle(a, b, (moac_i32x16){__VA_ARGS__})
+#define MOAC_V16_SH(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)   /* GCC 12 and clang */
 static inline moac_f32x16 moac_v16_tr1(moac_f32x16 a, moac_f32x16 b) {
     return MOAC_V16_SH(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) + MOAC_V16_SH(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
 }

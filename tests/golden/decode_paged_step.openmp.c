@@ -28,7 +28,7 @@ static inline float moac_f16_to_f32(uint16_t h) {
     union { uint32_t u; float f; } v; v.u = u; return v.f;
 }
 /* SIMD lanes call libmvec's vector exp2f (declared by glibc only under -ffast-math) */
-#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
+#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)) && !defined(__clang__)
 float exp2f(float) __attribute__((simd("notinbranch")));
 #endif
 /* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that
