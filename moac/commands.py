@@ -45,18 +45,27 @@ def random_inputs(prog, sizes: dict, seed: int = 0) -> tuple[dict, dict]:
 
 def default_sizes(core, env: dict) -> dict:
     """`env` with every size it does not bind set, in declaration order, to the first of
-    DEFAULT_CANDIDATES that keeps true each run-time condition whose sizes are then all
-    bound (a cache update's n + 1 ≤ N gets N = 13, n = 11); DEFAULT_SIZE where none does,
-    so that the check's positioned error names the condition."""
+    DEFAULT_CANDIDATES that keeps true each run-time condition it completes (one whose
+    other sizes are bound already: a cache update's n + 1 ≤ N gets N = 13, n = 11);
+    DEFAULT_SIZE where none does, so that the check's positioned error names the condition.
+    A greedy search: it does not go back to change an earlier size."""
     from .front.data import on_data
     conds = [sp.sympify(c.cond) for c in core.constraints if not on_data(c)]
     env = dict(env)
+
+    def holds(c, trial) -> bool:
+        try:
+            return bool(c.xreplace(trial))
+        except (TypeError, ZeroDivisionError):       # a size bound to make a divisor 0: not this value
+            return False
+
     for s in core.sizes:
         if s in env:
             continue
         for v in DEFAULT_CANDIDATES:
             trial = {**env, s: sp.Integer(v)}
-            if all(bool(c.xreplace(trial)) for c in conds if c.free_symbols <= set(trial)):
+            # the conditions this size completes (one that failed before it stays the error it is)
+            if all(holds(c, trial) for c in conds if s in c.free_symbols and c.free_symbols <= set(trial)):
                 env = trial
                 break
         else:

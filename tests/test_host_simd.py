@@ -6,6 +6,7 @@ iterations; all give the interpreter's values.  Reductions with fewer accumulato
 of other forms, f64 programs and the other targets keep their scalar form."""
 from __future__ import annotations
 
+import platform
 import shutil
 from pathlib import Path
 
@@ -120,7 +121,7 @@ def test_the_scores_tail_stores_runs_and_keeps_the_maxima_in_a_vector():
     c = moac.parse(source("decode_gqa", "bf16"), "gqa.moa").lower(
         moac.options.Options.make(target="openmp", sizes=gqa(32, 8))).c_source
     # a head's 4 tokens are adjacent in p: one permutation, then 4 stores of 16 bytes
-    assert "moac_v_acc1_sc, moac_v_acc1_sc, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)" in c
+    assert "MOAC_V16_SH(moac_v_acc1_sc, moac_v_acc1_sc, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)" in c
     assert c.count("(const float *)&moac_v_acc1_sc_moac_p + ") == 4
     assert "= sc0_0;" not in vectors(c)
     # the chunk maxima: a vector of running maxima across the token loop, folded after it
@@ -178,16 +179,54 @@ def test_the_guards_else_branch_is_the_kernel_as_scheduled():
     assert all(b.strip() and b in plain for b in branches)
     helper = c[c.index("/* explicit SIMD vectors"):]
     assert helper.index(f"#if {simd.GUARD}") < helper.index("typedef float moac_f32x16")
+    last = helper.index("static inline moac_f32x16 moac_v16_tr4")
+    assert helper.index("#endif", helper.index("\n}\n", last)) < helper.index("\n\n")   # the guard closes after the helpers
 
 
-@pytest.mark.skipif(not any(shutil.which(c) for c in ("clang", "clang-19")), reason="no clang on this machine")
+def _clang_openmp():
+    """A clang that builds and links an OpenMP shared library here, or None."""
+    import subprocess
+    import tempfile
+    for cc in ("clang", "clang-19"):
+        if shutil.which(cc):
+            with tempfile.TemporaryDirectory() as d:
+                src = Path(d) / "t.c"
+                src.write_text("int f(int n) { int s = 0;\n#pragma omp parallel for reduction(+:s)\n"
+                               "for (int i = 0; i < n; ++i) s += i; return s; }\n")
+                r = subprocess.run([cc, "-fopenmp", "-fPIC", "-shared", str(src), "-o", str(Path(d) / "t.so")],
+                                   capture_output=True)
+                if r.returncode == 0:
+                    return cc
+    return None
+
+
+@pytest.mark.skipif(_clang_openmp() is None, reason="no clang that builds OpenMP on this machine")
 def test_clang_builds_the_vectors_and_agrees():
-    """The printed vectors are GCC's and clang's alike (__builtin_shufflevector, not GCC's
-    __builtin_shuffle; GCC's simd attribute only for GCC): a native clang build gives the
-    interpreter's values."""
-    cc = next(c for c in ("clang", "clang-19") if shutil.which(c))
+    """The printed vectors are GCC's and clang's alike (MOAC_V16_SH: clang's
+    __builtin_shufflevector, GCC's own before GCC 12; GCC's simd attribute only for GCC): a
+    native clang build gives the interpreter's values."""
+    cc = _clang_openmp()
     prog = moac.parse(source("decode_gqa", "bf16"), "gqa.moa")
     kern = prog.compile(target="openmp", sizes=gqa(8, 2), cc=cc)
-    assert "__builtin_shufflevector(" in kern.c_source and "__builtin_shuffle(" not in kern.c_source
+    assert "__builtin_shufflevector(" in kern.c_source and "MOAC_V16_SH(moac_v_acc1_sc, moac_v_acc1_sc," in kern.c_source
     got, ref = run(prog, kern, {**gqa(8, 2), "n": 301})
     np.testing.assert_allclose(got, ref, rtol=0, atol=16 * 1.2e-7 * np.sqrt(301 + 128) * max(1.0, np.abs(ref).max()))
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or not shutil.which("gcc"), reason="x86-64 with gcc only")
+def test_the_vectors_compile_for_avx512_on_any_x86_host():
+    """The lowered branch compiles under -mavx512f -Wall -Werror on any x86-64 machine, with
+    or without AVX-512 itself (the value tests run it only where the CPU has AVX-512); the
+    object then holds 512-bit instructions."""
+    import subprocess
+    import tempfile
+    c = moac.parse(source("decode_gqa", "bf16"), "gqa.moa").lower(
+        moac.options.Options.make(target="openmp", sizes=gqa(32, 8))).c_source
+    with tempfile.TemporaryDirectory() as d:
+        src, asm = Path(d) / "k.c", Path(d) / "k.s"
+        src.write_text(c)
+        r = subprocess.run(["gcc", "-O2", "-std=gnu11", "-fopenmp", "-mavx512f", "-Wall", "-Werror", "-S", str(src),
+                            "-o", str(asm)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        text = asm.read_text()
+    assert "%zmm" in text and "vfmadd" in text

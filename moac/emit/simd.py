@@ -65,7 +65,11 @@ HELPER_TEXT = (
     "    __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16);\n"
     "    moac_f32x16 f; __builtin_memcpy(&f, &w, 64); return f;\n"
     "}\n"
-    "#define MOAC_V16_SH(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)   /* GCC 12 and clang */\n"
+    "#if defined(__clang__) || __GNUC__ >= 12   /* two-source shuffles: clang's builtin, GCC's from 12 on */\n"
+    "#define MOAC_V16_SH(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)\n"
+    "#else\n"
+    "#define MOAC_V16_SH(a, b, ...) __builtin_shuffle(a, b, (moac_i32x16){__VA_ARGS__})\n"
+    "#endif\n"
     + "".join(
         f"static inline moac_f32x16 moac_v16_tr{lv}(moac_f32x16 a, moac_f32x16 b) {{\n"
         f"    return MOAC_V16_SH(a, b, {lo}) + MOAC_V16_SH(a, b, {hi});\n}}\n"

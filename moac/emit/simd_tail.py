@@ -49,7 +49,7 @@ def lane_stores(out: list, arrays: frozenset, width: int) -> list:
         order = [i for run in runs for i, _ in run]
         order += [i for i in range(width) if i not in order]
         perm = f"{v}_{arr}"
-        code = [cir.Raw(f"moac_f32x16 {perm} = __builtin_shufflevector({v}, {v}, {', '.join(map(str, order))});")]
+        code = [cir.Raw(f"moac_f32x16 {perm} = MOAC_V16_SH({v}, {v}, {', '.join(map(str, order))});")]
         k = 0
         for run in runs:
             code.append(cir.Raw(f"__builtin_memcpy(&{arr}[{cir.expr(run[0][1])}], (const float *)&{perm} + {k}, "

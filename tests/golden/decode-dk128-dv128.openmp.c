@@ -69,7 +69,11 @@ static inline moac_f32x16 moac_v16_ld_bf16(const uint16_t *p) {   /* zero-extend
     __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16);
     moac_f32x16 f; __builtin_memcpy(&f, &w, 64); return f;
 }
-#define MOAC_V16_SH(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)   /* GCC 12 and clang */
+#if defined(__clang__) || __GNUC__ >= 12   /* two-source shuffles: clang's builtin, GCC's from 12 on */
+#define MOAC_V16_SH(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define MOAC_V16_SH(a, b, ...) __builtin_shuffle(a, b, (moac_i32x16){__VA_ARGS__})
+#endif
 static inline moac_f32x16 moac_v16_tr1(moac_f32x16 a, moac_f32x16 b) {
     return MOAC_V16_SH(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) + MOAC_V16_SH(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
 }
