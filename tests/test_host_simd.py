@@ -6,6 +6,7 @@ iterations; all give the interpreter's values.  Reductions with fewer accumulato
 of other forms, f64 programs and the other targets keep their scalar form."""
 from __future__ import annotations
 
+import functools
 import platform
 import shutil
 from pathlib import Path
@@ -26,9 +27,9 @@ def gqa(hq: int, hkv: int) -> dict:
 def vectors(c: str) -> str:
     """The lowered kernels of a C source: the text under the vectors' guard, without the
     `#else` branches that keep the scheduled loops for builds without AVX-512."""
-    parts = c.split(f"#if {simd.GUARD}   /* explicit vectors")[1:]
+    parts = c.split(simd.OPEN)[1:]
     assert parts, "no lowered kernel"
-    return "".join(p.split("#else           /* the loops as scheduled")[0] for p in parts)
+    return "".join(p.split(simd.ELSE)[0] for p in parts)
 
 
 @pytest.mark.parametrize("hq,accs", [(4, 8), (8, 16), (16, 32)])     # g = 2, 4, 8 heads × 4 tokens
@@ -150,7 +151,7 @@ def test_portable_builds_take_the_scheduled_loops_and_agree():
     portable = prog.compile(target="openmp", sizes=gqa(8, 2), native=False, werror=True)
     native = prog.compile(target="openmp", sizes=gqa(8, 2), werror=True)
     text = portable.c_source
-    assert "moac_v16_max" in text and text.count(f"#if {simd.GUARD}") == 1 + text.count("#else           /* the loops as scheduled")
+    assert "moac_v16_max" in text and text.count(f"#if {simd.GUARD}") == 1 + text.count(simd.ELSE)
     sizes = {**gqa(8, 2), "n": 301}
     got, ref = run(prog, portable, sizes)
     got_native, _ = run(prog, native, sizes)
@@ -173,7 +174,7 @@ def test_the_guards_else_branch_is_the_kernel_as_scheduled():
         plain = driver.lower(prog._dnf, opts).c_source
     finally:
         targets.TARGETS["openmp"] = saved
-    branches = [p.split("\n", 1)[1].rsplit("\n", 1)[0] for p in c.split("#else           /* the loops as scheduled")[1:]
+    branches = [p.split("\n", 1)[1].rsplit("\n", 1)[0] for p in c.split(simd.ELSE)[1:]
                 for p in [p.split("#endif")[0]]]
     assert len(branches) == 2                               # the partials and the combine
     assert all(b.strip() and b in plain for b in branches)
@@ -183,6 +184,7 @@ def test_the_guards_else_branch_is_the_kernel_as_scheduled():
     assert helper.index("#endif", helper.index("\n}\n", last)) < helper.index("\n\n")   # the guard closes after the helpers
 
 
+@functools.cache
 def _clang_openmp():
     """A clang that builds and links an OpenMP shared library here, or None."""
     import subprocess

@@ -42,6 +42,8 @@ GUARD = "defined(__AVX512F__)"   # where a vector of W floats is one register.  
                           # other CPU) GQA ran 1.7–2.6× slower than its scalar loops under GCC's own
                           # vectorisation (docs/cpu.md), so a lowered kernel is printed beside its
                           # original under #if GUARD … #else … #endif
+OPEN = f"#if {GUARD}   /* explicit vectors ({HELPER}) */"           # the lines around a lowered kernel
+ELSE = "#else           /* the loops as scheduled, for the compiler's own vectorisation */"
 
 HELPER_TEXT = (
     "/* explicit SIMD vectors of 16 floats (GCC vector extensions) for the jammed lane reductions:\n"
@@ -94,9 +96,7 @@ def lower(kernels, arrays: frozenset = frozenset()) -> tuple:
         code = _stmts(k.code, mine, arrays)
         if mine:                                  # the vectors where they are registers, the loops elsewhere
             used |= mine
-            code = (cir.Raw(f"#if {GUARD}   /* explicit vectors ({HELPER}) */"), *code,
-                    cir.Raw("#else           /* the loops as scheduled, for the compiler's own vectorisation */"),
-                    *k.code, cir.Raw("#endif"))
+            code = (cir.Raw(OPEN), *code, cir.Raw(ELSE), *k.code, cir.Raw("#endif"))
         out.append(replace(k, code=code))
     return tuple(out), (HELPER,) if used else ()
 
