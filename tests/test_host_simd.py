@@ -79,6 +79,10 @@ def test_the_weighted_sum_and_the_prefetches_are_printed_in_vectors():
     # 4 V rows widened once a step, each of the 4 heads' rows of o_part loaded, updated, stored
     assert c.count("moac_v16_ld_bf16(V_ + (") == 5          # 4 tokens a step, 1 in the remainder loop
     assert "moac_v16_st(moac_o_part + (4 * a * " in c
+    # each head's update a chain of explicit FMAs, o + p0·w0 + … + p3·w3, not a sum GCC reassociates
+    v = vectors(c)
+    assert v.count("moac_v16_fma(moac_v16_fma(moac_v16_fma(moac_v16_fma(moac_v16_ld(moac_o_part + (") == 4
+    assert "pc0_3, w_3))" in v and " + pc0_0 * w_0" not in v
     # the K and V prefetches of 1024 bytes: 2 lines in each of the 8 vector steps, not a burst of 16
     assert "moac_pf" not in vectors(c)
     assert c.count("+ 8 * j_, 0, 2);") == 1 and c.count("+ 8 * j_ + 64, 0, 2);") == 1

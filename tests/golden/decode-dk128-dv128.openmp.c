@@ -65,6 +65,10 @@ static inline moac_f32x16 moac_v16_max(moac_f32x16 a, moac_f32x16 b) {   /* moac
     __builtin_memcpy(&x, &a, 64); __builtin_memcpy(&y, &b, 64); x = (x & take) | (y & ~take);
     __builtin_memcpy(&a, &x, 64); return a;
 }
+static inline moac_f32x16 moac_v16_fma(moac_f32x16 acc, float s, moac_f32x16 w) {   /* acc + s·w: one FMA, not reassociated */
+    __m512 a, x; __builtin_memcpy(&a, &acc, 64); __builtin_memcpy(&x, &w, 64);
+    a = _mm512_fmadd_ps(_mm512_set1_ps(s), x, a); __builtin_memcpy(&acc, &a, 64); return acc;
+}
 static inline moac_f32x16 moac_v16_ld_bf16(const uint16_t *p) {   /* zero-extend and shift: 2 instructions */
     __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16);
     moac_f32x16 f; __builtin_memcpy(&f, &w, 64); return f;
@@ -196,7 +200,7 @@ int moac_decode_with_workspace(const float *restrict q_, const float *restrict K
                 moac_f32x16 w_1 = moac_v16_ld(V_ + (u1 * 128 + d_));
                 moac_f32x16 w_2 = moac_v16_ld(V_ + (u2 * 128 + d_));
                 moac_f32x16 w_3 = moac_v16_ld(V_ + (u3 * 128 + d_));
-                moac_v16_st(moac_o_part + (g * 128 + d_), moac_v16_ld(moac_o_part + (g * 128 + d_)) + pc0_0 * w_0 + pc0_1 * w_1 + pc0_2 * w_2 + pc0_3 * w_3);
+                moac_v16_st(moac_o_part + (g * 128 + d_), moac_v16_fma(moac_v16_fma(moac_v16_fma(moac_v16_fma(moac_v16_ld(moac_o_part + (g * 128 + d_)), pc0_0, w_0), pc0_1, w_1), pc0_2, w_2), pc0_3, w_3));
             }
         }
         for (int64_t c = 4 * (cn / 4); c < cn; ++c) {  /* the last cn mod 4 tokens */
@@ -204,7 +208,7 @@ int moac_decode_with_workspace(const float *restrict q_, const float *restrict K
             float pc0 = moac_p[l_];
             for (int64_t d_ = 0; d_ < 128; d_ += 16) {  /* SIMD lanes over DNF axis d < 128: 1 row of the weighted values read once for 1 accumulator row: 16-float vectors */
                 moac_f32x16 w = moac_v16_ld(V_ + (l_ * 128 + d_));
-                moac_v16_st(moac_o_part + (g * 128 + d_), moac_v16_ld(moac_o_part + (g * 128 + d_)) + pc0 * w);
+                moac_v16_st(moac_o_part + (g * 128 + d_), moac_v16_fma(moac_v16_ld(moac_o_part + (g * 128 + d_)), pc0, w));
             }
         }
         moac_m_part[g] = mg;
@@ -314,7 +318,7 @@ int moac_decode_with_workspace(const float *restrict q_, const float *restrict K
             float e = moac_expf(moac_m_part[g] - M);
             Z = Z + e * moac_z_part[g];
             for (int64_t d_ = 0; d_ < 128; d_ += 16) {  /* SIMD lanes over DNF axis d < 128: o_sum += exp(m_g − M)·o_g, a row of o_part read contiguously: 16-float vectors */
-                moac_v16_st(moac_o_sum + d_, moac_v16_ld(moac_o_sum + d_) + e * moac_v16_ld(moac_o_part + (g * 128 + d_)));
+                moac_v16_st(moac_o_sum + d_, moac_v16_fma(moac_v16_ld(moac_o_sum + d_), e, moac_v16_ld(moac_o_part + (g * 128 + d_))));
             }
         }
         #pragma omp simd
