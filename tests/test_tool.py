@@ -244,3 +244,19 @@ def test_fast_path_keeps_every_check(gqa):
     wrong = dict(arrays, V=np.zeros((2, 7, 16), np.float32))
     with pytest.raises(moac.ArgumentError, match="axis 1"):
         kern(**wrong)
+
+
+def test_fast_path_takes_sizes_by_name_and_still_checks_them(gqa):
+    prog, kern, arrays = gqa
+    want = kern(**arrays)["out"]
+    kern._plans.clear()
+    for _ in range(2):                      # the first call makes the plan, the second reuses it
+        assert np.array_equal(kern(**arrays, n=16)["out"], want)
+    assert any(given == (("n", 16),) for _, given in kern._plans), "sizes by name took the fast path"
+    for _ in range(2):
+        with pytest.raises(moac.ArgumentError, match="must have length n = 17, got 16"):
+            kern(**arrays, n=17)            # the shapes say 16
+    with pytest.raises(moac.ArgumentError, match="non-negative integer"):
+        kern(**arrays, n=-1)
+    with pytest.raises(moac.ArgumentError, match="non-negative integer"):
+        kern(**arrays, n=16.0)              # not an int: the full path says why

@@ -195,28 +195,29 @@ class Kernel:
         return self._binding.bind(shapes, given)
 
     def _fast_call(self, arrays: dict, out: dict | None = None):
-        """A call whose inputs are C-contiguous numpy arrays of exactly the declared dtypes,
-        passed by name with nothing else, or None when this call is not one.  The sizes,
-        output shapes and workspace bytes of a set of input shapes are worked out once by
-        the full checks (`_bind`) and reused; what depends on the arrays themselves (dtype,
-        layout, alignment) is checked on every call."""
+        """A call of C-contiguous numpy arrays of exactly the declared dtypes and sizes as
+        ints, by name, or None when this call is not one.  Sizes, output shapes and workspace
+        bytes of a set of input shapes and sizes are worked out once by the full checks
+        (`_bind`) and reused; dtype, layout and alignment are checked on every call."""
+        given = ()
         if len(arrays) != len(self._fast_in):
-            return None
+            given = tuple(sorted((k, v) for k, v in arrays.items() if k in self._size_names))
+            if len(arrays) - len(given) != len(self._fast_in) or any(type(v) is not int for _, v in given):
+                return None
         shapes = []
         for name, dt in self._fast_in:
             a = arrays.get(name)
             if type(a) is not np.ndarray or a.dtype != dt or not a.flags.c_contiguous:
                 return None
             shapes.append(a.shape)
-        key = tuple(shapes)
+        key = (tuple(shapes), given)
         plan = self._plans.get(key)
         if plan is None:
             sizes = self._bind(arrays)
             outs = {name: tuple(int(x) for x in self._binding.output_shape(name, sizes))
                     for kind, name, _, _ in self._fast_params if kind == "output"}
-            for name, shape in outs.items():
-                if math.prod(shape) > 2**62:
-                    return None                     # the full path says why it cannot allocate
+            if any(math.prod(shape) * self._out_dtype[name].itemsize > 2**62 for name, shape in outs.items()):
+                return None                         # the full path says why it cannot allocate
             ws = int(self._ws_bytes(*[sizes[p.name] for p in self.signature.params if p.kind == "size"])) \
                 if self.signature.workspace else 0
             if len(self._plans) >= 256:
@@ -229,7 +230,7 @@ class Kernel:
             for name, a in out.items():
                 if (type(a) is not np.ndarray or name not in outs or a.shape != outs[name]
                         or a.dtype != self._out_dtype[name] or not a.flags.c_contiguous
-                        or not a.flags.writeable or any(np.may_share_memory(a, x) for x in arrays.values())):
+                        or not a.flags.writeable or any(np.may_share_memory(a, arrays[n]) for n, _ in self._fast_in)):
                     return None                     # the full path says what is wrong
         from_buffer, result, args = self._ffi.from_buffer, {}, []
         for kind, name, ctype, dtype in self._fast_params:
