@@ -8,7 +8,10 @@ interleaved rounds, best and median.
 
 Every case is a decode step with d = 128 (the shapes of the CPU-roofline issue plus
 decode n = 4096 and GQA n = 4096).  Bandwidth is K+V bytes per second of the best time;
-the ceiling is a plain C loop summing the words of the case's own K and V arrays with every
+the f32 and bf16 cases of one shape share their interleaved rounds, so that bf16 against
+f32 (reported per moac target, best against best and median against median) is measured
+side by side and not across minutes of the host's drift between cases.  The ceiling is a
+plain C loop summing the words of the case's own K and V arrays with every
 core (gcc -O3 -march=native -fopenmp, `omp parallel for simd`, integer adds): the bytes the
 kernels read.  Every timed call starts from cold caches (a buffer of twice the last-level
 cache read before it): a host whose L3 holds 260 MB otherwise kept a 128 MiB case's
@@ -177,6 +180,53 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
+def setup(case, rng, targets, options, torch, F, ceiling):
+    """(name, the row without timings, the implementations to time by name, their max
+    errors against the float64 reference) of one case of CASES."""
+    name, example, kv, fixed, run, (B, hkv, g, n) = case
+    d = fixed["dk"]
+    Q4 = rng.standard_normal((B, hkv, g, d), dtype=np.float32)
+    K4 = rng.standard_normal((B, hkv, n, d), dtype=np.float32)
+    V4 = rng.standard_normal((B, hkv, n, d), dtype=np.float32)
+    Kb = Vb = None
+    if kv == "bf16":
+        Kb, Vb = dtypes.bf16_bits(K4), dtypes.bf16_bits(V4)
+        K4, V4 = widen_bf16(Kb), widen_bf16(Vb)             # the values the kernels see
+    ref = attention(Q4.astype(np.float64), K4.astype(np.float64), V4.astype(np.float64))
+    kv_bytes = 2 * B * hkv * n * d * (2 if kv == "bf16" else 4)
+    prog = case_program(example, kv)
+    arrays = moac_arrays(example, Q4, Kb if kv == "bf16" else K4, Vb if kv == "bf16" else V4)
+    impls = {}
+    for t in targets:
+        kern = prog.compile(target=t, sizes=fixed, **options)
+        sizes = {k: v for k, v in run.items() if k in kern.onf.params}
+        impls[f"moac_{t}"] = (lambda kern=kern, sizes=sizes: kern(**arrays, **sizes)[prog.outputs[0]])
+    if kv == "bf16":
+        impls["numpy"] = lambda: attention(Q4, widen_bf16(Kb), widen_bf16(Vb))
+    else:
+        impls["numpy"] = lambda: attention(Q4, K4, V4)
+    if torch is not None:
+        tq = torch.from_numpy(Q4.reshape(B, hkv * g, 1, d))
+        tk, tv = torch.from_numpy(K4), torch.from_numpy(V4)
+        if kv == "bf16":
+            tq, tk, tv = tq.bfloat16(), tk.bfloat16(), tv.bfloat16()
+
+        def sdpa(tq=tq, tk=tk, tv=tv):
+            with torch.no_grad():
+                return F.scaled_dot_product_attention(tq, tk, tv, enable_gqa=g > 1)
+        impls["torch_sdpa"] = sdpa
+    kv_arrays = (Kb, Vb) if kv == "bf16" else (K4, V4)     # the very bytes the kernels read
+    impls["read_ceiling"] = lambda arrays=kv_arrays: ceiling(*arrays)
+    errors = {}
+    for key, fn in impls.items():
+        if key == "read_ceiling":
+            continue
+        got = fn()
+        got = got.float().numpy() if torch is not None and isinstance(got, torch.Tensor) else np.asarray(got)
+        errors[key] = float(np.max(np.abs(got.reshape(ref.shape).astype(np.float64) - ref)))
+    return name, {"kv_dtype": kv, "kv_bytes": kv_bytes, "sizes": {**fixed, **run}, "impls": {}}, impls, errors
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", required=True)
@@ -191,7 +241,7 @@ def main() -> int:
         import torch.nn.functional as F
         torch.set_num_threads(os.cpu_count() or 1)
     except ImportError:
-        torch = None
+        torch = F = None
     targets = [t for t in args.targets.split(",") if t]
     only = set(filter(None, args.only.split(",")))
     ceiling = read_ceiling()
@@ -201,63 +251,37 @@ def main() -> int:
                            "torch": torch.__version__ if torch else None, "moac": moac.__version__},
                "date": time.strftime("%Y-%m-%d"), "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]),
                "rounds": args.rounds, "options": options, "cases": {}}
-    for name, example, kv, fixed, run, (B, hkv, g, n) in CASES:
-        if only and name not in only:
-            continue
-        d = fixed["dk"]
-        Q4 = rng.standard_normal((B, hkv, g, d), dtype=np.float32)
-        K4 = rng.standard_normal((B, hkv, n, d), dtype=np.float32)
-        V4 = rng.standard_normal((B, hkv, n, d), dtype=np.float32)
-        if kv == "bf16":
-            Kb, Vb = dtypes.bf16_bits(K4), dtypes.bf16_bits(V4)
-            K4, V4 = widen_bf16(Kb), widen_bf16(Vb)             # the values the kernels see
-        ref = attention(Q4.astype(np.float64), K4.astype(np.float64), V4.astype(np.float64))
-        kv_bytes = 2 * B * hkv * n * d * (2 if kv == "bf16" else 4)
-        prog = case_program(example, kv)
-        arrays = moac_arrays(example, Q4, Kb if kv == "bf16" else K4, Vb if kv == "bf16" else V4)
-        impls = {}
-        for t in targets:
-            kern = prog.compile(target=t, sizes=fixed, **options)
-            sizes = {k: v for k, v in run.items() if k in kern.onf.params}
-            impls[f"moac_{t}"] = (lambda kern=kern, sizes=sizes: kern(**arrays, **sizes)[prog.outputs[0]])
-        if kv == "bf16":
-            impls["numpy"] = lambda: attention(Q4, widen_bf16(Kb), widen_bf16(Vb))
-        else:
-            impls["numpy"] = lambda: attention(Q4, K4, V4)
-        if torch is not None:
-            tq = torch.from_numpy(Q4.reshape(B, hkv * g, 1, d))
-            tk, tv = torch.from_numpy(K4), torch.from_numpy(V4)
-            if kv == "bf16":
-                tq, tk, tv = tq.bfloat16(), tk.bfloat16(), tv.bfloat16()
-
-            def sdpa(tq=tq, tk=tk, tv=tv):
-                with torch.no_grad():
-                    return F.scaled_dot_product_attention(tq, tk, tv, enable_gqa=g > 1)
-            impls["torch_sdpa"] = sdpa
-        kv_arrays = (Kb, Vb) if kv == "bf16" else (K4, V4)     # the very bytes the kernels read
-        impls["read_ceiling"] = lambda arrays=kv_arrays: ceiling(*arrays)
-        errors = {}
-        for key, fn in impls.items():
-            if key == "read_ceiling":
-                continue
-            got = fn()
-            got = got.float().numpy() if torch is not None and isinstance(got, torch.Tensor) else np.asarray(got)
-            errors[key] = float(np.max(np.abs(got.reshape(ref.shape).astype(np.float64) - ref)))
-        times = {k: [] for k in impls}
+    groups: dict = {}        # the cases of one shape (f32 and bf16 K/V) share their rounds
+    for case in CASES:
+        if not only or case[0] in only:
+            groups.setdefault((case[1], tuple(case[4].items()), tuple(case[3].items())), []).append(case)
+    for group in groups.values():
+        setups = [setup(case, rng, targets, options, torch, F, ceiling) for case in group]
+        times = [{k: [] for k in impls} for _, _, impls, _ in setups]
         for _ in range(args.rounds):
-            for key, fn in impls.items():
-                times[key].append(timed(fn))
-        row = {"kv_dtype": kv, "kv_bytes": kv_bytes, "sizes": {**fixed, **run}, "impls": {}}
-        ceil_best = min(times["read_ceiling"])
-        for key, ts in times.items():
-            best, med = min(ts), statistics.median(ts)
-            row["impls"][key] = {"best_ms": best * 1e3, "median_ms": med * 1e3, "gb_per_s": kv_bytes / best / 1e9,
-                                 "of_ceiling": ceil_best / best, "max_abs_err": errors.get(key)}
-        results["cases"][name] = row
-        line = "  ".join(f"{k} {v['best_ms']:.2f}/{v['median_ms']:.2f} ms ({v['of_ceiling']:.2f})"
-                         for k, v in row["impls"].items())
-        print(f"{name:20s} {line}", flush=True)
-        del kv_arrays, impls
+            for (_, _, impls, _), ts in zip(setups, times):
+                for key, fn in impls.items():
+                    ts[key].append(timed(fn))
+        for (name, row, _, errors), ts in zip(setups, times):
+            ceil_best = min(ts["read_ceiling"])
+            for key, t in ts.items():
+                best, med = min(t), statistics.median(t)
+                row["impls"][key] = {"best_ms": best * 1e3, "median_ms": med * 1e3,
+                                     "gb_per_s": row["kv_bytes"] / best / 1e9, "of_ceiling": ceil_best / best,
+                                     "max_abs_err": errors.get(key)}
+            results["cases"][name] = row
+            line = "  ".join(f"{k} {v['best_ms']:.2f}/{v['median_ms']:.2f} ms ({v['of_ceiling']:.2f})"
+                             for k, v in row["impls"].items())
+            print(f"{name:20s} {line}", flush=True)
+        dts = {row["kv_dtype"]: (name, t) for (name, row, _, _), t in zip(setups, times)}
+        if "f32" in dts and "bf16" in dts:    # bf16 against f32 from the same rounds, each moac target
+            (name, t16), (_, t32) = dts["bf16"], dts["f32"]
+            vs = {k: {"best": min(t32[k]) / min(t16[k]), "median": statistics.median(t32[k]) / statistics.median(t16[k])}
+                  for k in t16 if k.startswith("moac_") and k in t32}
+            results["cases"][name]["bf16_vs_f32"] = vs
+            print(f"{'':20s} bf16 against f32, same rounds: " + "  ".join(
+                f"{k} {v['best']:.2f}× best, {v['median']:.2f}× median" for k, v in vs.items()), flush=True)
+        del setups, times
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
     return 0
