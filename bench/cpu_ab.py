@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import cpu_run  # noqa: E402  (sets OMP_WAIT_POLICY before numpy and moac load)
+import cpu_run  # noqa: E402  (sets the thread pools' spinning before numpy and moac load)
 import numpy as np  # noqa: E402
 from moac import driver, dtypes, targets  # noqa: E402
 from moac.jit import build  # noqa: E402

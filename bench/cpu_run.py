@@ -35,9 +35,17 @@ import tempfile
 import time
 from pathlib import Path
 
-# thread pools of different OpenMP runtimes (moac's libgomp, torch's) take turns on the
-# same cores: idle threads must sleep, not spin, or each pool slows the next one down
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Thread pools of three runtimes (moac's libgomp, torch's own libgomp, numpy's OpenBLAS) take
+# turns on the same two cores. Each pool's idle threads spin for a bounded time and then
+# sleep: long enough that the parallel regions of one call find them awake, short enough
+# that a pool no longer spins when the next implementation runs (a flush of the caches,
+# tens of ms, comes between).  Measured 2026-12-04: under OMP_WAIT_POLICY=PASSIVE (the
+# setting before) every region paid a wake-up (torch SDPA decode n = 262144 110 ms, 12 ms
+# with this spin; a moac call 50-100 µs more); OpenBLAS's default spin (2^28 cycles) was
+# still running during the next calls (the read loop after numpy 7.3 against 4.4 ms).
+if "OMP_WAIT_POLICY" not in os.environ:
+    os.environ.setdefault("GOMP_SPINCOUNT", "10000")
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "22")     # 2^22 cycles, about 1.5 ms
 
 import numpy as np  # noqa: E402
 
