@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cpu_run  # noqa: E402  (sets the thread pools' spinning before numpy and moac load)
 import numpy as np  # noqa: E402
-from moac import driver, dtypes, targets  # noqa: E402
+from moac import driver, targets  # noqa: E402
 from moac.jit import build  # noqa: E402
 from moac.options import Options  # noqa: E402
 
@@ -60,14 +60,7 @@ def main() -> int:
         if args.n:
             run, n = {**run, "n": args.n}, args.n
         d = fixed["dk"]
-        Q4 = rng.standard_normal((B, hkv, g, d), dtype=np.float32)
-        K4 = rng.standard_normal((B, hkv, n, d), dtype=np.float32)
-        V4 = rng.standard_normal((B, hkv, n, d), dtype=np.float32)
-        Kb = Vb = None
-        if kv == "bf16":
-            Kb, Vb = dtypes.bf16_bits(K4), dtypes.bf16_bits(V4)
-            K4, V4 = cpu_run.widen_bf16(Kb), cpu_run.widen_bf16(Vb)
-        ref = cpu_run.attention(Q4.astype(np.float64), K4.astype(np.float64), V4.astype(np.float64))
+        Q4, K4, V4, Kb, Vb, ref = cpu_run.case_data(rng, kv, (B, hkv, g, n), d)
         prog = cpu_run.case_program(example, kv)
         arrays = cpu_run.moac_arrays(example, Q4, Kb if kv == "bf16" else K4, Vb if kv == "bf16" else V4)
         impls = {}

@@ -188,19 +188,27 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def setup(case, rng, targets, options, torch, F, ceiling):
-    """(name, the row without timings, the implementations to time by name, their max
-    errors against the float64 reference) of one case of CASES."""
-    name, example, kv, fixed, run, (B, hkv, g, n) = case
-    d = fixed["dk"]
+def case_data(rng, kv: str, bhgn: tuple, d: int):
+    """Random Q, K, V of a case as f32 (B, hkv, g or n, d) arrays, K and V also as bf16 bits
+    where kv is bf16 (else None; K and V then hold the widened values the kernels see), and
+    the float64 reference output."""
+    B, hkv, g, n = bhgn
     Q4 = rng.standard_normal((B, hkv, g, d), dtype=np.float32)
     K4 = rng.standard_normal((B, hkv, n, d), dtype=np.float32)
     V4 = rng.standard_normal((B, hkv, n, d), dtype=np.float32)
     Kb = Vb = None
     if kv == "bf16":
         Kb, Vb = dtypes.bf16_bits(K4), dtypes.bf16_bits(V4)
-        K4, V4 = widen_bf16(Kb), widen_bf16(Vb)             # the values the kernels see
-    ref = attention(Q4.astype(np.float64), K4.astype(np.float64), V4.astype(np.float64))
+        K4, V4 = widen_bf16(Kb), widen_bf16(Vb)
+    return Q4, K4, V4, Kb, Vb, attention(Q4.astype(np.float64), K4.astype(np.float64), V4.astype(np.float64))
+
+
+def setup(case, rng, targets, options, torch, F, ceiling):
+    """(name, the row without timings, the implementations to time by name, their max
+    errors against the float64 reference) of one case of CASES."""
+    name, example, kv, fixed, run, (B, hkv, g, n) = case
+    d = fixed["dk"]
+    Q4, K4, V4, Kb, Vb, ref = case_data(rng, kv, (B, hkv, g, n), d)
     kv_bytes = 2 * B * hkv * n * d * (2 if kv == "bf16" else 4)
     prog = case_program(example, kv)
     arrays = moac_arrays(example, Q4, Kb if kv == "bf16" else K4, Vb if kv == "bf16" else V4)
