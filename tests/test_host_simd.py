@@ -116,8 +116,9 @@ def test_vector_weighted_sums_match_the_interpreter(kv, ex, sizes, n):
 def test_the_scores_divide_the_vector_of_sums_once():
     c = moac.parse(source("decode_gqa", "bf16"), "gqa.moa").lower(
         moac.options.Options.make(target="openmp", sizes=gqa(32, 8))).c_source
-    # ÷ √dk of 16 scores: one vector division after the transposed reduction, not 16 scalar ones
-    assert c.count("moac_v_acc1_sc = moac_v_sum / sqrtf((float)128);") == 1
+    # ÷ √dk of 16 scores: one vector multiplication by 1/√dk after the transposed reduction,
+    # not 16 scalar divisions (nor a vector one)
+    assert c.count("moac_v_acc1_sc = moac_v_sum * (1.0f / sqrtf((float)128));") == 1
     assert "(const float *)&moac_v_acc1_sc_moac_p + 12, 16);" in c     # its lanes are what p gets
     assert "acc1 / sqrtf" not in vectors(c) and "acc17 / sqrtf" in vectors(c)    # the remainder loop's scalar sums keep theirs
 

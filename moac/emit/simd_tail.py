@@ -194,11 +194,15 @@ def _unused_lanes_dropped(stmts: list) -> list:
 
 def scaled(got: list, out: list, body: tuple, after: int, later: dict) -> list:
     """Where every sum of a transposed reduction starts at 0 and is used once after it, as
-    `s = acc / X` with one constant X (the score's ÷ √dk), the division done on the vector
-    of sums, one instruction for 16 (IEEE division lane by lane: the same values; 0 + x is
-    x as -fno-signed-zeros allows), and each `s` a lane of it; `later` gets the rewritten
-    statements of `body` by position.  16 scalar divisions per 4 tokens were the largest
-    part of the GQA score pass's tail."""
+    `s = acc / X` with one constant X (the score's ÷ √dk), the scaling done on the vector of
+    sums as one multiplication by 1/X (folded by the compiler: X is constant), one
+    instruction for 16, and each `s` a lane of it (0 + x is x as -fno-signed-zeros allows);
+    `later` gets the rewritten statements of `body` by position.  16 scalar divisions per 4
+    tokens were the largest part of the GQA score pass's tail; the vector division that
+    replaced them (vdivps, about 16 cycles of the first FMA port for 16 scores) cost GQA
+    bf16 3–4 % more than the multiplication (bench/cpu_ab.py, 2026-12-04, n = 32768 cold
+    3.54 → 3.40 ms best).  x·(1/X) is within 1.5 ulp of x/X, far inside the tolerances; the
+    scalar remainder loop and the other targets keep the division."""
     fold = got[-1]
     names = [st.name for st in fold.body if isinstance(st, cir.Assign)]
     zero = {st.name for st in out if isinstance(st, cir.Decl) and st.init in (cir.Num(0.0), cir.Int(0))}
@@ -228,7 +232,7 @@ def scaled(got: list, out: list, body: tuple, after: int, later: dict) -> list:
         if vname is None:
             vname = f"moac_v_{st.name}_sc"
             scaled.append(cir.Decl("moac_f32x16", vname))
-            folds.append(cir.Assign(vname, cir.Bin("/", cir.Var(folds[-1].name), X)))
+            folds.append(cir.Assign(vname, cir.Bin("*", cir.Var(folds[-1].name), cir.Bin("/", cir.Num(1.0), X))))
         # acc = acc + sum[i]: the scores read lane i of the scaled vector instead
         later[uses[st.name][0]] = cir.Decl("float", divs[st.name].name, cir.Load(vname, st.value.b.index))
     return got[:-1] + scaled + [replace(fold, body=tuple(folds))]
