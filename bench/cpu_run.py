@@ -10,7 +10,10 @@ Every case is a decode step with d = 128 (the shapes of the CPU-roofline issue p
 decode n = 4096 and GQA n = 4096).  Bandwidth is K+V bytes per second of the best time;
 the f32 and bf16 cases of one shape share their interleaved rounds, so that bf16 against
 f32 (reported per moac target, best against best and median against median) is measured
-side by side and not across minutes of the host's drift between cases.  The ceiling is a
+side by side and not across minutes of the host's drift between cases.  Each round starts
+one implementation later than the one before: the first call on a case's arrays after the
+other case's calls is the slow one (GQA f32 9.4 against 8.5 ms, 2026-12-04), and the
+rotation gives that place to every implementation in turn.  The ceiling is a
 plain C loop summing the words of the case's own K and V arrays with every
 core (gcc -O3 -march=native -fopenmp, `omp parallel for simd`, integer adds): the bytes the
 kernels read.  Every timed call starts from cold caches (a buffer of twice the last-level
@@ -274,10 +277,11 @@ def main() -> int:
     for group in groups.values():
         setups = [setup(case, rng, targets, options, torch, F, ceiling) for case in group]
         times = [{k: [] for k in impls} for _, _, impls, _ in setups]
-        for _ in range(args.rounds):
+        for r in range(args.rounds):
             for (_, _, impls, _), ts in zip(setups, times):
-                for key, fn in impls.items():
-                    ts[key].append(timed(fn))
+                keys = list(impls)            # each round starts one implementation later: the first
+                for key in keys[r % len(keys):] + keys[:r % len(keys)]:   # after the other case pays
+                    ts[key].append(timed(impls[key]))
         for (name, row, _, errors), ts in zip(setups, times):
             ceil_best = min(ts["read_ceiling"])
             for key, t in ts.items():
