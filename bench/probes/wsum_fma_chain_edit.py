@@ -4,7 +4,9 @@ weighted-sum updates o = o + p0·w0 + p1·w1 + … printed as a chain of explici
 
 GCC's reassociation turns the 4-token update of main into a tree (4 multiplies, 4 FMAs,
 2 adds and the add of o per 16 elements and head: 32 port operations where 16 FMAs and
-the widening would do).  With MOAC_EVENODD=1 in the environment the bf16 even/odd edit
+the widening would do).  It edits the C printed before 1239832, which put the chain in
+the lowering itself (`moac.emit.simd._fma`); on later C there is nothing left to rewrite and
+the edit's assertion says so.  With MOAC_EVENODD=1 in the environment the bf16 even/odd edit
 (bf16_evenodd_edit.py) is applied first."""
 import importlib.util
 import os

@@ -260,8 +260,8 @@ def _vec(e, j: str, arrays: frozenset, vecs: set = frozenset()):
             return ("v", cir.Call("moac_v16_ld", (cir.Bin("+", cir.Var(a), i),)))
         case cir.Call(fn="moac_bf16_to_f32", args=(cir.Load(array=a, index=i),)) if _coef(i, j) == 1:
             return ("v", cir.Call("moac_v16_ld_bf16", (cir.Bin("+", cir.Var(a), i),)))
-        case cir.Bin(op="+", a=a, b=cir.Bin(op="*", a=x, b=y)) if _fma(a, x, y, j, arrays, vecs) is not None:
-            return ("v", _fma(a, x, y, j, arrays, vecs))
+        case cir.Bin(op="+", a=a, b=cir.Bin(op="*", a=x, b=y)) if (f := _fma(a, x, y, j, arrays, vecs)) is not None:
+            return ("v", f)
         case cir.Bin(op=op, a=a, b=b) if op in ("+", "-", "*"):
             va, vb = _vec(a, j, arrays, vecs), _vec(b, j, arrays, vecs)
             if va is None or vb is None:
