@@ -116,3 +116,21 @@ def test_a_bad_dnf_is_rejected(stmts, message):
 def test_a_constant_index_the_sizes_do_not_decide_is_accepted():
     # n - 1 lies in [0, n) for n ≥ 1 but not for n = 0: not decidable, so not rejected
     verify_dnf(with_stmts(matmul_dnf(), out(DRead("A", (n - 1, j)))))
+
+
+def test_a_read_that_never_runs_is_not_bounds_checked():
+    # a statement over an empty domain, or a reduction of no terms, evaluates nothing: the
+    # index 0 that ψ-reshape gives a read of an array with no elements is never used there
+    # (found by tests/test_front_props.py: ⟨0 n⟩ ρ a1 with a1 : ⟨n 0⟩)
+    bad = DRead("A", (n, j))
+    verify_dnf(with_stmts(matmul_dnf(), out(bad, (i, j), (sp.Integer(0), p))))
+    verify_dnf(with_stmts(matmul_dnf(), out(DReduce("add", k, sp.Integer(0), bad))))
+    with pytest.raises(AssertionError, match="outside 0 ≤ i < n"):     # a reduction of one term runs
+        verify_dnf(with_stmts(matmul_dnf(), out(DReduce("add", k, sp.Integer(1), bad))))
+
+
+def test_an_update_of_no_rows_from_a_reshaped_empty_array_compiles():
+    src = ("size n\ninput a0 : f32 ⟨n n⟩\ninput a1 : f32 ⟨n 0⟩\nt0 = a0 × 1\n"
+           "update 0 △ a0 = ⟨0 n⟩ ρ a1\noutput t0\n")
+    d = moac.parse(src, "<test>").dnf()
+    assert [st.role for st in d.stmts][-1] == "update"

@@ -19,7 +19,8 @@ def verify_dnf(d: DNF) -> None:
     """Check every statement in order: its index variables are bound (by the statement or
     an enclosing reduction, and none bound twice), its extents are sizes, it reads only
     declared inputs and earlier statements with as many index components as they have
-    axes, a constant index lies within the array where sympy can decide it, and its
+    axes, a constant index lies within the array where sympy can decide it and the read can
+    run at all (not under an empty domain or reduction), and its
     operators have their arity (reductions a reducible operator)."""
     sizes = set(d.program.sizes)
     shapes = {i.name: tuple(i.shape) for i in d.program.inputs}     # what a read may read, and its extents
@@ -52,7 +53,9 @@ def _verify_stmt(st: DStmt, shapes: dict, sizes: set) -> None:
         _fail(st, f"index variable(s) {names} bound neither by the statement {fmt_vec(st.vars)} nor by an "
                   f"enclosing reduction, in {format_expr(st.body)}")
 
-    def walk(e, bound: set):
+    def walk(e, bound: set, runs: bool):
+        # runs: whether e can be evaluated at all; a read under an empty domain or an empty
+        # reduction never is (ψ-reshape of an array with no elements reads index 0 there)
         match e:
             case DRead(array=a, index=idx):
                 if a not in shapes:
@@ -62,19 +65,20 @@ def _verify_stmt(st: DStmt, shapes: dict, sizes: set) -> None:
                     _fail(st, f"reads {format_expr(e)} with {len(idx)} index component(s); {a} has rank {len(shape)}")
                 for k, (i, n) in enumerate(zip(idx, shape)):
                     constant = sp.sympify(i).free_symbols <= sizes
-                    if constant and (provably(sp.Lt(i, 0)) or provably(sp.Ge(i, n))):
+                    if runs and constant and (provably(sp.Lt(i, 0)) or provably(sp.Ge(i, n))):
                         _fail(st, f"reads {format_expr(e)}: index component {k} is {fmt_index(i)}, "
                                   f"outside 0 ≤ i < {fmt_index(n)}")
             case DOp(op=op, args=args):
                 if op not in OPS or OPS[op].arity != len(args):
                     _fail(st, f"operator {op} applied to {len(args)} argument(s) in {format_expr(e)}")
-            case DReduce(op=op, var=v):
+            case DReduce(op=op, var=v, extent=n):
                 if op not in REDUCIBLE:
                     _fail(st, f"reduces with {op}, which has no identity")
                 if v in bound:
                     _fail(st, f"a reduction binds {v} again inside its scope")
                 bound = bound | {v}
+                runs = runs and not provably(sp.Eq(n, 0))
         for c in children(e):
-            walk(c, bound)
+            walk(c, bound, runs)
 
-    walk(st.body, set(st.vars))
+    walk(st.body, set(st.vars), not any(provably(sp.Eq(n, 0)) for n in st.shape))
