@@ -281,3 +281,16 @@ def test_moac_check_allows_the_storage_rounding_of_an_update_into_bf16(tmp_path,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("half an ulp of bf16") == 2, r.stdout
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_an_update_through_reverse_and_reshape_to_a_fixed_width(target):
+    # the distinctness check's index has ⌊(-i - 1) ÷ 2⌋, which sympy keeps as ⌊-i/2 - 1/2⌋:
+    # its numpy source once failed on the -1/2 (found by tests/test_front_props.py)
+    p = moac.parse("size n\ninput a0 : f32 ⟨n 2⟩\ninput a1 : f32 ⟨(2 × n)⟩\nt1 = a0 + 1\n"
+                   "update Φ ⟨(2 × n)⟩ ρ a0 = a1\noutput t1\n")
+    rng = np.random.default_rng(0)
+    a = dict(a0=rng.standard_normal((3, 2)).astype(np.float32), a1=rng.standard_normal(6).astype(np.float32))
+    got = p.compile(target=target)(**{k: x.copy() for k, x in a.items()})
+    np.testing.assert_array_equal(got["a0"], a["a1"][::-1].reshape(3, 2))
+    np.testing.assert_array_equal(got["a0"], p.evaluate(**a)["a0"])

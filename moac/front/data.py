@@ -331,7 +331,7 @@ def condition_source(cond, over: tuple) -> tuple:
         if isinstance(e, sp.Symbol):
             return f"G[{pos[e]}]" if e in pos else f"S[{e.name!r}]"
         if isinstance(e, sp.floor):             # ⌊a ÷ b⌋ as integer division (its argument is no integer)
-            num, den = sp.fraction(e.args[0])
+            num, den = sp.fraction(sp.together(e.args[0]))   # -i/2 - 1/2 as (-i - 1) / 2
             return f"({src(num)} // {src(den)})"
         args = [src(a) for a in e.args]
         if isinstance(e, Distinct):
