@@ -274,10 +274,14 @@ def test_a_very_deep_expression_is_a_user_error_not_an_internal_one(chain, tmp_p
     assert "nests its expressions too deeply" in r.stderr and "internal error" not in r.stderr
 
 
-def test_a_divisor_size_fixed_to_zero_is_an_error_with_a_cause():
-    r = subprocess.run([sys.executable, "-m", "moac", "compile", "examples/decode_gqa.moa", "-D", "g=0"],
+def test_a_divisor_size_fixed_to_zero_gives_the_empty_kernel():
+    # g = 0 leaves Q, and so the output, without elements; the reshape's ⌊h ÷ g⌋ and h mod g
+    # index a read that never runs (they were "divides an index expression by zero" before
+    # 2026-12-05, and an internal error where the statement was an update)
+    r = subprocess.run([sys.executable, "-m", "moac", "check", "examples/decode_gqa.moa", "-D", "g=0", "-D", "hkv=2",
+                        "-D", "n=5", "-D", "dk=4", "-D", "dv=4", "--target", "c"],
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert r.returncode == 1 and "divides an index expression by zero" in r.stderr, r.stderr
+    assert r.returncode == 0 and "out: max abs error 0.000e+00" in r.stdout, r.stdout + r.stderr
 
 
 def test_check_refuses_inputs_too_large_for_memory():

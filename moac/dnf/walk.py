@@ -50,6 +50,38 @@ def map_children(e, f):
     raise TypeError(e)
 
 
+def replace_sizes(v, sub: dict):
+    """sympy's v.xreplace(sub) for an index, extent or condition, where a `mod` or `⌊/⌋` whose
+    divisor sub makes 0 gives 0, not ZeroDivisionError or zoo (`_without_zero_divisors`)."""
+    v = sp.sympify(v)
+    try:
+        out = v.xreplace(sub)
+        if not out.has(sp.zoo, sp.nan):
+            return out
+    except ZeroDivisionError:           # sympy's a mod 0
+        pass
+    return _without_zero_divisors(v, sub).xreplace(sub)      # ⌊a / 0⌋ is ⌊zoo⌋ to sympy
+
+
+def _without_zero_divisors(v, sub: dict):
+    """v with each `a mod b` and `⌊a / b⌋` whose divisor `sub` makes 0 replaced by 0.  Only
+    ψ-reshape divides an index by extents, those of its operand: an extent of 0 leaves the
+    operand without elements, and then the reshape's result has none either (reshape keeps the
+    element count), so the read never runs; 0 is the index the reduction rule gives it when
+    the extent is 0 before substitution."""
+    def zero(b) -> bool:
+        return b.xreplace(sub) == 0
+
+    v = v.replace(lambda t: isinstance(t, sp.Mod) and zero(t.args[1]), lambda t: sp.Integer(0))
+    return v.replace(lambda t: isinstance(t, sp.floor) and any(zero(b) for b in _divisors(t.args[0])),
+                     lambda t: sp.Integer(0))
+
+
+def _divisors(e) -> list:
+    """The bases of the negative powers in e (the b of every a / b)."""
+    return [t.base for t in sp.preorder_traversal(e) if isinstance(t, sp.Pow) and t.exp.is_negative]
+
+
 def substitute(e, sub: dict):
     """`e` with sympy's xreplace(sub) applied to every index, extent, condition and index
     value.  A reduction's bound variable shadows: inside its body sub does not replace it."""
@@ -57,7 +89,7 @@ def substitute(e, sub: dict):
         return e
 
     def x(v):
-        return sp.sympify(v).xreplace(sub)
+        return replace_sizes(v, sub)
 
     match e:
         case DRead(array=a, index=idx):

@@ -7,7 +7,7 @@ import sympy as sp
 from sympy.core.function import AppliedUndef
 
 from ..dnf import DNF, DOp, DRead, DReduce, DSelect, DStmt, fmt_index
-from ..dnf.walk import at_sizes
+from ..dnf.walk import at_sizes, replace_sizes
 from ..front.data import data_reads, has_data
 
 def gamma(index: tuple, shape: tuple) -> sp.Expr:
@@ -225,13 +225,13 @@ def needed_reads(d: DNF, subs: dict) -> dict:
     def data(exprs, ext, lo):            # integer inputs read in indices, extents and guards
         for r in data_terms(exprs):
             if r.func.__name__ in shapes:
-                found.setdefault(r.func.__name__, []).append((tuple(sp.sympify(x).xreplace(subs) for x in r.args),
+                found.setdefault(r.func.__name__, []).append((tuple(replace_sizes(x, subs) for x in r.args),
                                                               ext, lo))
 
     def walk(e, ext, lo):
         match e:
             case DRead(array=a, index=idx) if a in shapes:
-                found.setdefault(a, []).append((tuple(sp.sympify(x).xreplace(subs) for x in idx), ext, lo))
+                found.setdefault(a, []).append((tuple(replace_sizes(x, subs) for x in idx), ext, lo))
                 data(idx, ext, lo)
             case DRead(index=idx):
                 data(idx, ext, lo)
@@ -243,7 +243,7 @@ def needed_reads(d: DNF, subs: dict) -> dict:
                 walk(b, {**ext, v: sp.sympify(n).xreplace(subs)}, {k: x for k, x in lo.items() if k != v})
             case DSelect(cond=c, then=t, other=o):
                 data((c,), ext, lo)
-                c = sp.sympify(c).xreplace(subs)
+                c = replace_sizes(c, subs)
                 if isinstance(c, sp.StrictLessThan) and c.lhs in ext:
                     then, other = narrowed(c, ext, lo)
                     walk(t, *then)
