@@ -7,22 +7,27 @@ interleaved rounds, best and median.
                              [--targets openmp,c] [-- MOAC_COMPILE_OPTIONS as key=value]
 
 Every case is a decode step with d = 128 (the shapes of the CPU-roofline issue plus
-decode n = 4096 and GQA n = 4096).  Bandwidth is K+V bytes per second of the best time;
-the f32 and bf16 cases of one shape share their interleaved rounds, so that bf16 against
-f32 (reported per moac target, best against best and median against median) is measured
-side by side and not across minutes of the host's drift between cases.  Each round starts
-one implementation later than the one before: the first call on a case's arrays after the
-other case's calls is the slow one (GQA f32 9.4 against 8.5 ms, 2026-12-04), and the
-rotation gives that place to every implementation in turn.  The ceiling is a
-plain C loop summing the words of the case's own K and V arrays with every
+decode n = 4096 and GQA n = 4096).  Bandwidth is K+V bytes per second of the best time.
+The f32 and bf16 cases of one shape share their rounds: each implementation times the two
+back to back (milliseconds apart, in an order that alternates between rounds), so that bf16
+against f32 is measured side by side and not across the host's drift, which here includes
+spells of up to 30 % more memory bandwidth than usual (2026-12-05).  bf16 against f32 is
+reported per moac target and for the read ceiling: best against best, median against
+median, and the median of the rounds' own ratios (paired).  Each round starts one
+implementation later than the one before: the first call after another implementation's
+calls can be the slow one (GQA f32 9.4 against 8.5 ms, 2026-12-04), and the rotation gives
+that place to every implementation in turn.  Every time is kept in the JSON (times_ms).
+The ceiling is a plain C loop summing the words of the case's own K and V arrays with every
 core (gcc -O3 -march=native -fopenmp, `omp parallel for simd`, integer adds): the bytes the
-kernels read.  Every timed call starts from cold caches (a buffer of twice the last-level
-cache read before it): a host whose L3 holds 260 MB otherwise kept a 128 MiB case's
-K and V partly cached between rounds, and a separate ceiling buffer was then slower than
-the kernels.  Every output is checked against a
+kernels read.  Every timed call starts from cold caches: every line of the case's K and V
+buffers (numpy's and torch's) is evicted, then a buffer of twice the last-level cache is
+read (`timed`).  A host whose L3 holds 260 MB otherwise kept K and V partly cached between
+calls; the read alone still left part of them there after an implementation that read them
+repeatedly, so that a call was faster or slower by up to a quarter depending on which
+implementation came before it (2026-12-05).  Every output is checked against a
 float64 numpy reference on the same data (bf16 widened exactly).  numpy is the obvious
 vectorised implementation (batched matmul, K/V never repeated for GQA; bf16 widened to
-f32 first, the only way numpy reads bf16); torch runs SDPA with enable_gqa on (B, h, 1, d)
+f32 first, the only way numpy reads bf16, into buffers allocated once); torch runs SDPA with enable_gqa on (B, h, 1, d)
 queries.  torch is optional: without it those columns are absent.
 """
 from __future__ import annotations
@@ -89,6 +94,18 @@ uint32_t moac_bench_read(const uint32_t *a, size_t na, const uint32_t *b, size_t
         s += b[i];
     return s;
 }
+/* every cache line of a buffer evicted from every level of the caches: a read of a larger
+   buffer does not evict lines that this host's L3 has seen reused */
+void moac_bench_evict(const char *p, size_t n) {
+#if defined(__x86_64__)
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i += 64)
+        __builtin_ia32_clflush(p + i);
+    __builtin_ia32_mfence();
+#else
+    (void)p; (void)n;
+#endif
+}
 /* a buffer written once with every core (its pages faulted in before the first timed call) */
 void moac_bench_fill(uint32_t *x, size_t n, uint32_t v) {
     #pragma omp parallel for simd schedule(static)
@@ -107,9 +124,11 @@ def read_ceiling():
                     str(tmp / "read.c")], check=True)
     ffi = cffi.FFI()
     ffi.cdef("uint32_t moac_bench_read(const uint32_t *a, size_t na, const uint32_t *b, size_t nb);"
-             "void moac_bench_fill(uint32_t *x, size_t n, uint32_t v);")
+             "void moac_bench_fill(uint32_t *x, size_t n, uint32_t v);"
+             "void moac_bench_evict(const char *p, size_t n);")
     lib = ffi.dlopen(str(tmp / "read.so"))
-    global _FLUSH
+    global _FLUSH, _EVICT
+    _EVICT = lambda ptr, nbytes: lib.moac_bench_evict(ffi.cast("const char *", ptr), nbytes)  # noqa: E731
     junk = np.empty(max(64 << 20, 2 * last_level_cache()) // 4, np.uint32)
     lib.moac_bench_fill(ffi.cast("uint32_t *", junk.ctypes.data), junk.size, 1)     # its pages, once
     # read, not written: the caches then hold clean lines, and the timed call's misses evict
@@ -124,8 +143,15 @@ def read_ceiling():
     return run
 
 
-def widen_bf16(bits: np.ndarray) -> np.ndarray:
-    return (bits.astype(np.uint32) << 16).view(np.float32)
+def widen_bf16(bits: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """bf16 bits (uint16) as f32, exactly; into `out` (uint32, bits' shape) where given, so
+    that a timed call allocates nothing (fresh memory on this VM costs page faults that
+    took a call from 0.12 s to 1 s when the host had taken the pages back)."""
+    if out is None:
+        return (bits.astype(np.uint32) << 16).view(np.float32)
+    np.copyto(out, bits, casting="unsafe")
+    np.left_shift(out, 16, out=out)
+    return out.view(np.float32)
 
 
 def attention(Q4, K4, V4):
@@ -168,6 +194,7 @@ def compile_options(pairs: list) -> dict:
 
 
 _FLUSH = None     # set by read_ceiling(): reads a buffer of twice the last-level cache
+_EVICT = None     # set by read_ceiling(): (address, bytes) -> every line of that memory evicted
 
 
 def last_level_cache() -> int:
@@ -180,15 +207,35 @@ def last_level_cache() -> int:
     return max(sizes, default=0)
 
 
-def timed(fn) -> float:
+def timed(fn, evict=()) -> float:
     """Seconds of one call, from cold caches: K and V are read from memory, as in a decode
-    step of a model whose caches hold other layers (this host's L3 of 260 MB would
-    otherwise keep a 128 MiB case's K and V between rounds, for moac and the ceiling alike)."""
+    step of a model whose caches hold other layers.  `evict`: the case's large buffers
+    (`buffers`), every line of them evicted first; then a buffer of twice the
+    last-level cache is read, for everything else.  The read alone was not enough: this
+    host's L3 of 260 MB kept part of K and V after an implementation that read them
+    repeatedly (after torch SDPA f32 on GQA n = 32768, the read loop took 6.2-6.4 ms, against
+    7.9-8.1 ms with K and V evicted; 2026-12-05)."""
     if _FLUSH is not None:
+        for ptr, nbytes, _ in evict:
+            _EVICT(ptr, nbytes)
         _FLUSH()
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+def buffers(*arrays) -> tuple:
+    """(address, bytes, the array) of numpy arrays and torch tensors (None skipped), for
+    `timed`; the array is kept so that its memory stays allocated while the tuple lives."""
+    out = []
+    for a in arrays:
+        if a is None:
+            continue
+        if isinstance(a, np.ndarray):
+            out.append((a.ctypes.data, a.nbytes, a))
+        else:
+            out.append((a.data_ptr(), a.numel() * a.element_size(), a))
+    return tuple(out)
 
 
 def case_data(rng, kv: str, bhgn: tuple, d: int):
@@ -208,7 +255,8 @@ def case_data(rng, kv: str, bhgn: tuple, d: int):
 
 def setup(case, rng, targets, options, torch, F, ceiling):
     """(name, the row without timings, the implementations to time by name, their max
-    errors against the float64 reference) of one case of CASES."""
+    errors against the float64 reference, the buffers to evict before each call) of one
+    case of CASES."""
     name, example, kv, fixed, run, (B, hkv, g, n) = case
     d = fixed["dk"]
     Q4, K4, V4, Kb, Vb, ref = case_data(rng, kv, (B, hkv, g, n), d)
@@ -221,14 +269,17 @@ def setup(case, rng, targets, options, torch, F, ceiling):
         sizes = {k: v for k, v in run.items() if k in kern.onf.params}
         impls[f"moac_{t}"] = (lambda kern=kern, sizes=sizes: kern(**arrays, **sizes)[prog.outputs[0]])
     if kv == "bf16":
-        impls["numpy"] = lambda: attention(Q4, widen_bf16(Kb), widen_bf16(Vb))
+        wk, wv = np.empty(Kb.shape, np.uint32), np.empty(Vb.shape, np.uint32)     # widened in place each call
+        impls["numpy"] = lambda: attention(Q4, widen_bf16(Kb, wk), widen_bf16(Vb, wv))
     else:
         impls["numpy"] = lambda: attention(Q4, K4, V4)
+    big = [Kb, Vb] if kv == "bf16" else [K4, V4]   # the K and V every implementation reads, evicted before each call
     if torch is not None:
         tq = torch.from_numpy(Q4.reshape(B, hkv * g, 1, d))
         tk, tv = torch.from_numpy(K4), torch.from_numpy(V4)
         if kv == "bf16":
             tq, tk, tv = tq.bfloat16(), tk.bfloat16(), tv.bfloat16()
+            big += [tk, tv]
 
         def sdpa(tq=tq, tk=tk, tv=tv):
             with torch.no_grad():
@@ -243,7 +294,8 @@ def setup(case, rng, targets, options, torch, F, ceiling):
         got = fn()
         got = got.float().numpy() if torch is not None and isinstance(got, torch.Tensor) else np.asarray(got)
         errors[key] = float(np.max(np.abs(got.reshape(ref.shape).astype(np.float64) - ref)))
-    return name, {"kv_dtype": kv, "kv_bytes": kv_bytes, "sizes": {**fixed, **run}, "impls": {}}, impls, errors
+    row = {"kv_dtype": kv, "kv_bytes": kv_bytes, "sizes": {**fixed, **run}, "impls": {}}
+    return name, row, impls, errors, buffers(*big)
 
 
 def main() -> int:
@@ -276,31 +328,38 @@ def main() -> int:
             groups.setdefault((case[1], tuple(case[4].items()), tuple(case[3].items())), []).append(case)
     for group in groups.values():
         setups = [setup(case, rng, targets, options, torch, F, ceiling) for case in group]
-        times = [{k: [] for k in impls} for _, _, impls, _ in setups]
+        times = [{k: [] for k in impls} for _, _, impls, _, _ in setups]
+        keys = list(setups[0][2])
         for r in range(args.rounds):
-            for (_, _, impls, _), ts in zip(setups, times):
-                keys = list(impls)            # each round starts one implementation later: the first
-                for key in keys[r % len(keys):] + keys[:r % len(keys)]:   # after the other case pays
-                    ts[key].append(timed(impls[key]))
-        for (name, row, _, errors), ts in zip(setups, times):
+            # each round starts one implementation later (the first call after another
+            # implementation's pays), and each implementation times the group's cases back to
+            # back, in an order that alternates between rounds: bf16 against f32 compares calls
+            # made milliseconds apart, not the host's drift between parts of a round
+            for key in keys[r % len(keys):] + keys[:r % len(keys)]:
+                pairs = list(zip(setups, times))
+                for (_, _, impls, _, big), ts in (pairs if r % 2 == 0 else pairs[::-1]):
+                    ts[key].append(timed(impls[key], big))
+        for (name, row, _, errors, _), ts in zip(setups, times):
             ceil_best = min(ts["read_ceiling"])
             for key, t in ts.items():
                 best, med = min(t), statistics.median(t)
                 row["impls"][key] = {"best_ms": best * 1e3, "median_ms": med * 1e3,
                                      "gb_per_s": row["kv_bytes"] / best / 1e9, "of_ceiling": ceil_best / best,
-                                     "max_abs_err": errors.get(key)}
+                                     "max_abs_err": errors.get(key), "times_ms": [x * 1e3 for x in t]}
             results["cases"][name] = row
             line = "  ".join(f"{k} {v['best_ms']:.2f}/{v['median_ms']:.2f} ms ({v['of_ceiling']:.2f})"
                              for k, v in row["impls"].items())
             print(f"{name:20s} {line}", flush=True)
-        dts = {row["kv_dtype"]: (name, t) for (name, row, _, _), t in zip(setups, times)}
+        dts = {row["kv_dtype"]: (name, t) for (name, row, _, _, _), t in zip(setups, times)}
         if "f32" in dts and "bf16" in dts:    # bf16 against f32 from the same rounds, each moac target
             (name, t16), (_, t32) = dts["bf16"], dts["f32"]
-            vs = {k: {"best": min(t32[k]) / min(t16[k]), "median": statistics.median(t32[k]) / statistics.median(t16[k])}
-                  for k in t16 if k.startswith("moac_") and k in t32}
+            vs = {k: {"best": min(t32[k]) / min(t16[k]), "median": statistics.median(t32[k]) / statistics.median(t16[k]),
+                      "paired_median": statistics.median(a / b for a, b in zip(t32[k], t16[k]))}
+                  for k in t16 if (k.startswith("moac_") or k == "read_ceiling") and k in t32}
             results["cases"][name]["bf16_vs_f32"] = vs
             print(f"{'':20s} bf16 against f32, same rounds: " + "  ".join(
-                f"{k} {v['best']:.2f}× best, {v['median']:.2f}× median" for k, v in vs.items()), flush=True)
+                f"{k} {v['best']:.2f}× best, {v['median']:.2f}× median, {v['paired_median']:.2f}× paired"
+                for k, v in vs.items()), flush=True)
         del setups, times
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
