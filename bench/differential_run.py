@@ -6,7 +6,7 @@ primes; a third of them scatter into an input with `update S ← e`) compiled fo
 openacc and compared with the interpreter (outputs and updated inputs); c and the
 host build of openacc also bit for bit.  Writes a JSON summary with every failure.
 
-    python3 bench/differential_run.py --programs 3400 --json bench/results/DATE/differential.json
+    python3 bench/differential_run.py --programs 3400 --json bench/results/DATE/differential.json [--explore]
 
 The test suite runs a seeded slice (tests/test_back_props.py).
 """
@@ -38,12 +38,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--programs", type=int, default=3400)
     ap.add_argument("--json", required=True)
+    ap.add_argument("--explore", action="store_true",
+                    help="draw new programs (the default draws the same ones every run)")
     args = ap.parse_args()
     warnings.simplefilter("ignore", RuntimeWarning)
     stats = {"programs": 0, "runs": 0, "refused": 0, "failures": []}
     t0 = time.time()
 
-    @settings(max_examples=args.programs, deadline=None, database=None, derandomize=True,
+    @settings(max_examples=args.programs, deadline=None, database=None, derandomize=not args.explore,
               suppress_health_check=list(HealthCheck))
     @given(programs())
     def one(case):
