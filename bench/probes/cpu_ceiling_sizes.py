@@ -7,7 +7,7 @@ making the caches cold, interleaved in one process.
 Sizes: K and V of 8, 16, 32, 64, 128 MiB each (16 … 256 MiB read a call, the sizes of
 bench/cpu_run.py's cases).  Cold modes before every timed call:
   read   - bench/cpu_run.py's: a buffer of twice the last-level cache read with every core;
-  clflush - every line of the arrays themselves evicted (clflushopt), then a fence;
+  clflush - every line of the arrays themselves evicted (cpu_run's clflush), nothing else;
   warm   - nothing (what stays cached from the previous call stays).
 Prints best and median per (mode, size), and for each mode the least-squares line
 t = a + bytes / bw over the medians: a fixed cost per call a, and a streaming bandwidth bw.
@@ -16,40 +16,13 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import cpu_run  # noqa: E402  (thread pools' spin set before numpy loads)
 import numpy as np  # noqa: E402
-
-CLFLUSH_C = r"""
-#include <stddef.h>
-#include <stdint.h>
-#include <immintrin.h>
-void moac_probe_clflush(const char *a, size_t n) {
-    #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i += 64)
-        _mm_clflushopt((void *)(a + i));
-    _mm_sfence();
-}
-"""
-
-
-def clflusher():
-    import cffi
-    tmp = Path(tempfile.mkdtemp(prefix="moac_probe_"))
-    (tmp / "f.c").write_text(CLFLUSH_C)
-    subprocess.run(["gcc", "-O2", "-march=native", "-fopenmp", "-fPIC", "-shared", "-o", str(tmp / "f.so"),
-                    str(tmp / "f.c")], check=True)
-    ffi = cffi.FFI()
-    ffi.cdef("void moac_probe_clflush(const char *a, size_t n);")
-    lib = ffi.dlopen(str(tmp / "f.so"))
-    return lambda *arrs: [lib.moac_probe_clflush(ffi.cast("const char *", x.ctypes.data), x.nbytes) for x in arrs]
-
 
 def main() -> int:
     args = sys.argv[1:]
@@ -61,7 +34,10 @@ def main() -> int:
     rounds = int(args[0]) if args else 15
     ceiling = cpu_run.read_ceiling()
     flush_read = cpu_run._FLUSH
-    clf = clflusher()
+
+    def clf(*arrays):
+        for ptr, nbytes, _ in cpu_run.buffers(*arrays):
+            cpu_run._EVICT(ptr, nbytes)
     sizes_mib = [8, 16, 32, 64, 128]
     arrays = {s: (np.ones(s << 18, np.uint32), np.ones(s << 18, np.uint32)) for s in sizes_mib}
     modes = {"read": lambda a, b: flush_read(), "clflush": lambda a, b: clf(a, b), "warm": lambda a, b: None}
