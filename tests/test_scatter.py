@@ -294,16 +294,3 @@ def test_an_update_through_reverse_and_reshape_to_a_fixed_width(target):
     got = p.compile(target=target)(**{k: x.copy() for k, x in a.items()})
     np.testing.assert_array_equal(got["a0"], a["a1"][::-1].reshape(3, 2))
     np.testing.assert_array_equal(got["a0"], p.evaluate(**a)["a0"])
-
-
-@pytest.mark.parametrize("target", TARGETS)
-def test_an_update_of_no_elements_through_a_reshape_with_sizes_fixed(target):
-    # n = 2 leaves a1 and the update without elements; the reshape's index divides by
-    # n × n − 4 = 0 in a read that never runs (found by tests/test_back_props.py; it was a
-    # ZeroDivisionError inside moac)
-    p = moac.parse("size n\ninput a0 : f32 ⟨n n⟩\ninput a1 : f32 ⟨1 ((n × n) − 4)⟩\nt0 = a0 × 1\n"
-                   "update 4 ▽ ⟨(n × n)⟩ ρ a0 = ⟨((n × n) − 4)⟩ ρ a1\noutput t0\n")
-    a0 = np.arange(4, dtype=np.float32).reshape(2, 2)
-    got = p.compile(target=target, sizes={"n": 2})(a0=a0.copy(), a1=np.zeros((1, 0), np.float32))
-    np.testing.assert_array_equal(got["a0"], a0)
-    np.testing.assert_array_equal(got["t0"], a0)
