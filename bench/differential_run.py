@@ -6,7 +6,7 @@ primes; a third of them scatter into an input with `update S ← e`) compiled fo
 openacc and compared with the interpreter (outputs and updated inputs); c and the
 host build of openacc also bit for bit.  Writes a JSON summary with every failure.
 
-    python3 bench/differential_run.py --programs 3400 --json bench/results/DATE/differential.json [--explore]
+    python3 bench/differential_run.py --programs 3400 --json bench/results/DATE/differential.json [--explore] [--fixed-sizes]
 
 The test suite runs a seeded slice (tests/test_back_props.py).
 """
@@ -40,6 +40,8 @@ def main() -> int:
     ap.add_argument("--json", required=True)
     ap.add_argument("--explore", action="store_true",
                     help="draw new programs (the default draws the same ones every run)")
+    ap.add_argument("--fixed-sizes", action="store_true",
+                    help="every size fixed at compile time (the default leaves them to run time)")
     args = ap.parse_args()
     warnings.simplefilter("ignore", RuntimeWarning)
     stats = {"programs": 0, "runs": 0, "refused": 0, "failures": []}
@@ -61,7 +63,8 @@ def main() -> int:
         got_by = {}
         for target in TARGETS:
             try:
-                kern = prog.compile(target=target, werror=True, native=False)
+                kern = prog.compile(target=target, werror=True, native=False,
+                                    **({"sizes": sizes} if args.fixed_sizes else {}))
                 given = {k: v.copy() for k, v in arrays.items()}     # an update rewrites its input in place
                 got = kern(**given, **{k: v for k, v in all_sizes.items() if k in kern.onf.params})
                 tol = commands.tolerance(kern.signature.ctype, commands.reduction_length(kern.onf, all_sizes))
@@ -87,7 +90,8 @@ def main() -> int:
             print(f"{stats['programs']} programs, {stats['runs']} runs, {len(stats['failures'])} failures, "
                   f"{time.time() - t0:.0f} s", flush=True)
     one()
-    stats.update(date=time.strftime("%Y-%m-%d"), seconds=round(time.time() - t0, 1), targets=TARGETS)
+    stats.update(date=time.strftime("%Y-%m-%d"), seconds=round(time.time() - t0, 1), targets=TARGETS,
+                 explore=args.explore, fixed_sizes=args.fixed_sizes)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(stats, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"{stats['programs']} programs, {stats['runs']} program × target runs, {stats['refused']} refused, "
