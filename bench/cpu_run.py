@@ -10,13 +10,13 @@ Every case is a decode step with d = 128 (the shapes of the CPU-roofline issue p
 decode n = 4096 and GQA n = 4096).  Bandwidth is K+V bytes per second of the best time.
 The f32 and bf16 cases of one shape share their rounds: each implementation times the two
 back to back (milliseconds apart, in an order that alternates between rounds), so that bf16
-against f32 is measured side by side and not across the host's drift, which here includes
-spells of up to 30 % more memory bandwidth than usual (2026-12-05).  bf16 against f32 is
+against f32 is measured side by side and not across the host's drift.  bf16 against f32 is
 reported per moac target and for the read ceiling: best against best, median against
 median, and the median of the rounds' own ratios (paired).  Each round starts one
-implementation later than the one before: the first call after another implementation's
-calls can be the slow one (GQA f32 9.4 against 8.5 ms, 2026-12-04), and the rotation gives
-that place to every implementation in turn.  Every time is kept in the JSON (times_ms).
+implementation later than the one before, so that no implementation always follows the
+same one (before K and V were evicted, below, the call after another implementation's
+calls on the same arrays was flattered by what the L3 kept of them; 2026-12-04/05).
+Every time is kept in the JSON (times_ms).
 The ceiling is a plain C loop summing the words of the case's own K and V arrays with every
 core (gcc -O3 -march=native -fopenmp, `omp parallel for simd`, integer adds): the bytes the
 kernels read.  Every timed call starts from cold caches: every line of the case's K and V
@@ -145,8 +145,8 @@ def read_ceiling():
 
 def widen_bf16(bits: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """bf16 bits (uint16) as f32, exactly; into `out` (uint32, bits' shape) where given, so
-    that a timed call allocates nothing (fresh memory on this VM costs page faults that
-    took a call from 0.12 s to 1 s when the host had taken the pages back)."""
+    that a timed call allocates nothing (fresh memory on this VM cost page faults that took
+    numpy's bf16 call from 0.12 s to as much as 1 s, 2026-12-05)."""
     if out is None:
         return (bits.astype(np.uint32) << 16).view(np.float32)
     np.copyto(out, bits, casting="unsafe")
@@ -331,10 +331,10 @@ def main() -> int:
         times = [{k: [] for k in impls} for _, _, impls, _, _ in setups]
         keys = list(setups[0][2])
         for r in range(args.rounds):
-            # each round starts one implementation later (the first call after another
-            # implementation's pays), and each implementation times the group's cases back to
-            # back, in an order that alternates between rounds: bf16 against f32 compares calls
-            # made milliseconds apart, not the host's drift between parts of a round
+            # each round starts one implementation later (none always follows the same one),
+            # and each implementation times the group's cases back to back, in an order that
+            # alternates between rounds: bf16 against f32 compares calls made milliseconds
+            # apart, not the host's drift between parts of a round
             for key in keys[r % len(keys):] + keys[:r % len(keys)]:
                 pairs = list(zip(setups, times))
                 for (_, _, impls, _, big), ts in (pairs if r % 2 == 0 else pairs[::-1]):

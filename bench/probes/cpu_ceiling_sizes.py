@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import cpu_run  # noqa: E402  (thread pools' spin set before numpy loads)
 import numpy as np  # noqa: E402
 
+
 def main() -> int:
     args = sys.argv[1:]
     out = None
@@ -38,6 +39,7 @@ def main() -> int:
     def clf(*arrays):
         for ptr, nbytes, _ in cpu_run.buffers(*arrays):
             cpu_run._EVICT(ptr, nbytes)
+
     sizes_mib = [8, 16, 32, 64, 128]
     arrays = {s: (np.ones(s << 18, np.uint32), np.ones(s << 18, np.uint32)) for s in sizes_mib}
     modes = {"read": lambda a, b: flush_read(), "clflush": lambda a, b: clf(a, b), "warm": lambda a, b: None}
