@@ -6,7 +6,8 @@ gcc-12-offload-nvptx) and the case list the GPU runner reads.
     python3 bench/gpu_run.py --cases OUTDIR/cases.json --json results.json
 
 Every case of the issue's table (d = 128), each built for openacc and cuda with the
-default options and with 64-bit indices, GQA also with `--no-share-kv`; `--sweep` builds
+default options and with 64-bit indices, GQA also with `--no-share-kv`, and a long-context
+batched case (B = 32, n = 16384) with the default options only; `--sweep` builds
 the tokens-in-flight variants instead.  A bf16 case is the example with K and V
 declared bf16; the fp8 case is examples/decode_gqa_fp8.moa (K and V f8e4m3 with f32
 scales per token and head).  `--fp8` builds only the 8-bit comparison: the batched GQA
@@ -33,7 +34,11 @@ CASES = [
     ("gqab_bf16_n128k", "decode_gqa_batched", "bf16", GQA, {"B": 1, "n": 131072}),
     ("gqab_fp8_B32", "decode_gqa_fp8", "f8e4m3", GQA, {"B": 32, "n": 4096}),
     ("decode_f32_n256k", "decode", "f32", D, {"n": 262144}),
+    ("gqab_bf16_B32_n16k", "decode_gqa_batched", "bf16", GQA, {"B": 32, "n": 16384}),
 ]
+# cases beyond the issues' table, built with the default options only: long context at a
+# batch whose frames alone fill the GPU (the tile kernels' chunk ceiling, 2026-12-05)
+DEFAULTS_ONLY = {"gqab_bf16_B32_n16k"}
 # suffix, target, flags: the defaults (32-bit kernels where the buffers fit, GQA heads of a
 # KV head in one gang) and, beside them, the 64-bit kernels and the per-query-head mapping
 VARIANTS = [("", "openacc", []), ("-acc64", "openacc", ["--index-bits", "64"]),
@@ -82,7 +87,9 @@ def main() -> int:
             continue
         src = source(example, kv, out)
         variants = FP8_VARIANTS if fp8 else SWEEP.get(name, []) if sweep else \
-            VARIANTS + (GQA_VARIANTS if "hq" in fixed else [])
+            FP8_VARIANTS if name in DEFAULTS_ONLY else VARIANTS + (GQA_VARIANTS if "hq" in fixed else [])
+        if not variants:
+            continue
         for suffix, target, flags in variants:
             bundle = out / f"{name}{suffix}{'.cu' if target == 'cuda' else '.c'}"
             argv = [sys.executable, "-m", "moac", "compile", str(src), "--target", target, "--offload", "nvptx",

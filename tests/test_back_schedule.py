@@ -273,7 +273,7 @@ def test_gang_traffic_shows_the_gqa_rereads_and_sharing_removes_them():
 def test_the_c_chunk_choice_is_the_python_one(tmp_path):
     """moac_chunk as printed (codegen.chunk_helper) gives what moac.schedule.choices.chunk_size
     gives, which the cost model and the ONF's counts use: across tokens, frames, gang targets
-    and the chunk bounds of plain and tile kernels (cuda's 128 … 8192)."""
+    and the chunk bounds of plain and tile kernels (cuda's 128 … 65536, formerly … 8192)."""
     import shutil
     import subprocess
     from moac.emit.codegen import chunk_helper
@@ -282,7 +282,7 @@ def test_the_c_chunk_choice_is_the_python_one(tmp_path):
         pytest.skip("gcc not found")
     grid = [(t, f, lo) for t in (1, 15, 16, 100, 4096, 32768, 131072, 10 ** 7) for f in (1, 8, 256, 1024)
             for lo in (16, 128, 300)]
-    bounds = [(16384, 16, 1024), (4096, 16, 1024), (512, 128, 8192), (1024, 128, 8192), (2048, 128, 8192)]
+    bounds = [(16384, 16, 1024), (4096, 16, 1024), (512, 128, 8192), (1024, 128, 8192), (2048, 128, 8192), (128, 128, 65536), (256, 128, 65536)]
     src = "#include <stdint.h>\n#include <stdio.h>\n"
     calls = []
     for k, (gangs, lo, hi) in enumerate(bounds):

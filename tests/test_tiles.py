@@ -227,7 +227,7 @@ def test_the_gang_target_of_tile_kernels_is_target_data(tmp_path, monkeypatch):
     """cuda's chunk choice aims for Target.tile_gangs where the kernels have tiles whose chunks
     all hold the same tokens, fewer where tile_wave_bytes of a gang's steps at a time ask for
     fewer, longer streams (32 KB, four warps' 8 KB steps: 128), twice tile_gangs warps and at
-    least tile_gangs gangs where the chunks are uneven, Target.gangs elsewhere; tile chunks may hold up to 8192 tokens."""
+    least tile_gangs gangs where the chunks are uneven, Target.gangs elsewhere; tile chunks may hold up to 65536 tokens."""
     import dataclasses
     from moac.targets import get_target
     cu = get_target("cuda")
@@ -240,13 +240,13 @@ def test_the_gang_target_of_tile_kernels_is_target_data(tmp_path, monkeypatch):
     assert cu.gang_target(True, even=False, step_bytes=32768, warps=4) == 1024           # ... and tile_gangs gangs
     assert dataclasses.replace(cu, tile_gangs=0).gang_target(True, True, 8192) == cu.gangs
     assert dataclasses.replace(get_target("openacc"), tile_gangs=1024).gang_target(True) == get_target("openacc").gangs
-    assert cu.chunk_ceiling(True) == 8192 and cu.chunk_ceiling(False) == get_target("openacc").chunk_ceiling(True) == 1024
+    assert cu.chunk_ceiling(True) == 65536 and cu.chunk_ceiling(False) == get_target("openacc").chunk_ceiling(True) == 1024
     tiled = moac.load(bf16("decode_gqa_batched", tmp_path))
     monkeypatch.delenv("MOAC_TILE_WARPS", raising=False)
     sched = tiled.onf(target="cuda", sizes=GQA).schedule
     assert sched.tile_step_bytes == 4 * 16 * 256 * 2 and sched.tile_warps == 4     # four warps' 8 KB steps
     src = tiled.c_source(target="cuda", sizes=GQA)
-    assert "about 128 gangs in all" in src and "while (c < want && c < 8192) c *= 2;" in src
+    assert "about 128 gangs in all" in src and "while (c < want && c < 65536) c *= 2;" in src
     fp8 = moac.load(ROOT / "examples" / "decode_gqa_fp8.moa").c_source(target="cuda", sizes=GQA)
     assert "about 256 gangs in all" in fp8                                            # four warps' 4 KB steps
     ragged = moac.load(bf16("decode_ragged", tmp_path)).c_source(target="cuda", sizes=dict(hkv=8, g=4, dk=128, dv=128))
@@ -313,11 +313,15 @@ def test_a_gang_of_two_warps_shares_its_steps_and_merges_its_state(tmp_path, mon
              "moac_o, moac_tm, moac_tz, moac_warp, moac_lane);")
     assert lines.count(merge) == 2                      # the 64- and the 32-bit index kernels
     i = lines.index(merge)
-    assert lines[i + 1] == "if (moac_warp == 0) {" and lines[i + 3].startswith("moac_tile_out<128>(")
-    assert lines[i + 4] == "else" and lines[i + 5].startswith("moac_tile_finish<128>(")
+    # a frame of one gang: both warps merge 8 column blocks each and store them; other frames' partials from warp 0
+    assert lines[i - 3].startswith("if (8 * B_ >= 32 && n_ / chunk + (n_ % chunk != 0) == 1)   "
+                                   "/* a frame of one gang: its warps merge 8 column blocks each")
+    assert lines[i - 2].startswith("moac_tile_merge_out<128, 2, 3 * moac_stage_geom<128, 128, 0>::BYTES>(&moac_stages[0][0][0], "
+                                   "moac_o, moac_tm, moac_tz, moac_warp, moac_lane, moac_live, moac_tc, out_ + (")
+    assert lines[i - 1] == "else {" and lines[i + 1] == "if (moac_warp == 0)" and lines[i + 2].startswith("moac_tile_finish<128>(")
     fold = lines.index("const unsigned moac_need = n_ / chunk + (n_ % chunk != 0);")
     assert lines[fold - 1] == "if (8 * B_ >= 32 && n_ / chunk + (n_ % chunk != 0) >= 1 && n_ / chunk + (n_ % chunk != 0) <= 32) {"
-    assert "if (moac_warp == 0) {" in lines[i + 6:fold]
+    assert "if (moac_warp == 0) {" in lines[i + 3:fold]
     assert ", 64, 0, moac_stream>>>(" in src
 
 
@@ -360,15 +364,21 @@ def test_a_frame_of_one_gang_stores_its_outputs_from_the_tile(tmp_path):
     prog = moac.load(bf16("decode_gqa_batched", tmp_path))
     src = prog.c_source(target="cuda", sizes=GQA)
     lines = [ln.strip() for ln in src.splitlines()]
-    store = lines.index("moac_tile_out<128>(moac_o, moac_tz, moac_live, moac_tc, out_ + (512 * a + 128 * moac_row + 4096 * i_));")
-    assert lines[store - 1] == ("if (8 * B_ >= 32 && n_ / chunk + (n_ % chunk != 0) == 1)   "
-                                "/* a frame of one gang: out_ = o ÷ z, no partials, no fold */")
-    assert lines[store + 1] == "else" and lines[store + 2].startswith("moac_tile_finish<128>(")
+    # four warps a gang (the default): each merges 4 of the 16 column blocks of the four warps' states and stores them
+    store = lines.index("moac_tile_merge_out<128, 4, 3 * moac_stage_geom<128, 128, 0>::BYTES>(&moac_stages[0][0][0], moac_o, "
+                        "moac_tm, moac_tz, moac_warp, moac_lane, moac_live, moac_tc, out_ + (512 * a + 128 * moac_row + 4096 * i_));")
+    assert lines[store - 1] == ("if (8 * B_ >= 32 && n_ / chunk + (n_ % chunk != 0) == 1)   /* a frame of one gang: its warps "
+                                "merge 4 column blocks each and store out_ = o ÷ z, no partials, no fold */")
+    assert lines[store + 1:store + 4] == ["else {", "moac_tile_merge<128, 4, 3 * moac_stage_geom<128, 128, 0>::BYTES>("
+                                          "&moac_stages[0][0][0], moac_o, moac_tm, moac_tz, moac_warp, moac_lane);",
+                                          "if (moac_warp == 0)"]
+    assert lines[store + 4].startswith("moac_tile_finish<128>(") and lines[store + 5] == "}"
     fold = lines.index("const unsigned moac_need = n_ / chunk + (n_ % chunk != 0);", store)
     assert lines[fold + 1:fold + 4] == ["unsigned moac_last = 0;", "if (moac_need != 1) {",
                                         "__threadfence();   /* this gang's partials, visible before it is counted */"]
     assert "/* a frame of one gang: its tile stored the outputs */" in lines[fold:]
     assert src.count("static __device__ __forceinline__ void moac_tile_out(") == 1
+    assert src.count("static __device__ __forceinline__ void moac_tile_merge_out(") == 1
     # the counters are zeroed only where a frame has two partials or more: one launch otherwise
     zero = "cudaMemsetAsync(moac_done, 0, sizeof(float) * (size_t)(8 * B_), moac_stream);"
     assert lines.count(zero) == 2
@@ -379,3 +389,14 @@ def test_a_frame_of_one_gang_stores_its_outputs_from_the_tile(tmp_path):
     # no fold in the kernel (too few frames for it): no direct store either
     few = moac.load(bf16("decode_gqa", tmp_path)).c_source(target="cuda", sizes=GQA)
     assert "moac_tile_out" not in few
+
+
+def test_the_warps_of_a_one_gang_frame_share_out_its_columns_where_they_divide_a_block():
+    """moac_tile_merge_out gives each of a gang's warps dv ÷ 8 ÷ warps column blocks inside a
+    64-wide block of outputs; where they do not divide so, warp 0 merges and stores alone."""
+    def tile(dv, warps):
+        return cir.Tile("", 4, 128, dv, "Q_", "K_", "V_", ("m", "z", "o"), 0, 0, 0, 0, 0, 0, "r", "l", 0, 0, 0, "bf16",
+                        warps=warps)
+    assert [tiles._shared_out(tile(128, w)) for w in (2, 4, 8, 16)] == [True, True, True, True]
+    assert [tiles._shared_out(tile(64, w)) for w in (2, 4, 8, 16)] == [True, True, True, False]
+    assert not tiles._shared_out(tile(128, 3)) and not tiles._shared_out(tile(256, 2))     # 16 blocks a warp: two 64-wide blocks

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Probe only: builds the CUDA bundles and the bench/gpu_ab.py spec for the A/B of where the
-tile kernels load their query (#14), so that one device command measures main and both
+tile kernels load their query (#14), so that one device command measures main and the
 patches on the large cases and on the small ones where the first patch lost on 2026-12-03.
 
     python3 bench/probes/cuda_q_ab_build.py OUT          # here (nvcc), about 2 minutes
@@ -8,9 +8,11 @@ patches on the large cases and on the small ones where the first patch lost on 2
     cd bench && python3 gpu_ab.py ../OUT/spec.json $OUT/cuda_q_ab.json 15 30
 
 Variants: main (this checkout's HEAD), after (bench/probes/cuda_q_after_copies.patch: the
-query loaded and converted after the first K/V copies) and ldfirst
+query loaded and converted after the first K/V copies), ldfirst
 (bench/probes/cuda_q_loads_first.patch: its loads issued before the copies, converted
-after).  Each is built in a detached worktree of HEAD with its patch applied."""
+after) and late (bench/probes/cuda_q_late.patch: after the first copies where the gang's
+chunk holds at least 16 steps a warp, before them otherwise).  VARIANTS=main,late builds
+only those.  Each is built in a detached worktree of HEAD with its patch applied."""
 from __future__ import annotations
 
 import json
@@ -39,7 +41,10 @@ CASES = [("gqab_bf16_B32", "gqab_bf16", {"B": 32, "n": 4096}, [32, 32, 8, 4096, 
          ("gqab_bf16_B4_n2k", "gqab_bf16", {"B": 4, "n": 2048}, [4, 32, 8, 2048, 128]),
          ("gqab_bf16_n128k", "gqab_bf16", {"B": 1, "n": 131072}, [1, 32, 8, 131072, 128]),
          ("mha_bf16_B1_n2k", "mha_bf16", {"B": 1, "h": 32, "n": 2048}, [1, 32, 32, 2048, 128])]
-VARIANTS = [("main", None), ("after", "cuda_q_after_copies.patch"), ("ldfirst", "cuda_q_loads_first.patch")]
+VARIANTS = [("main", None), ("after", "cuda_q_after_copies.patch"), ("ldfirst", "cuda_q_loads_first.patch"),
+            ("late", "cuda_q_late.patch")]
+if os.environ.get("VARIANTS"):
+    VARIANTS = [v for v in VARIANTS if v[0] in os.environ["VARIANTS"].split(",")]
 
 
 def main() -> int:

@@ -302,4 +302,75 @@ static __device__ __forceinline__ void moac_tile_out(const float (&o)[DV / 8][4]
             for (int e = 0; e < 16; ++e) dst[e] = r[e];
         }
     }
+}
+/* a frame of one gang of W warps: every warp leaves its o, m and z in its own SPAN bytes of the stages,
+ * then merges NB = DV / 8 / W column blocks of the W states (block nb = NB w + k; rescaled and added
+ * as the online softmax does a step) and stores their outputs o ÷ z, so that no warp merges the
+ * others' states in turn; the stages are free again when it returns (16-byte stores where NB is a
+ * multiple of 4 and the output row is 16-byte aligned) */
+template <int DV, int W, int SPAN>
+static __device__ __forceinline__ void moac_tile_merge_out(unsigned char *stages, const float (&o)[DV / 8][4], float m, float z,
+                                                           int warp, int lane, bool live, int c, float *out)
+{
+    constexpr int NB = DV / 8 / W;
+    static_assert(NB * W == DV / 8 && NB <= 8 && 8 % NB == 0, "the warps share out the column blocks of a 64-wide block");
+    static_assert((DV / 2 + 2) * 32 * (int)sizeof(float) <= SPAN, "a warp's stages hold its state");
+    moac_cp_wait<0>();
+    __syncthreads();
+    {
+        float *s = reinterpret_cast<float *>(stages + warp * SPAN);
+#pragma unroll
+        for (int nb = 0; nb < DV / 8; ++nb)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) s[(4 * nb + i) * 32 + lane] = o[nb][i];
+        s[DV / 2 * 32 + lane] = m;
+        s[(DV / 2 + 1) * 32 + lane] = z;
+    }
+    __syncthreads();
+    float mw[W], mx = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+        mw[w] = reinterpret_cast<const float *>(stages + w * SPAN)[DV / 2 * 32 + lane];
+        mx = fmaxf(mx, mw[w]);
+    }
+    const float shift = fmaxf(mx, -3.4028234663852886e38f);
+    float a[W], zt = 0.0f, acc[NB][4];
+#pragma unroll
+    for (int w = 0; w < W; ++w) {
+        a[w] = moac_expf(mw[w] - shift);
+        zt += a[w] * reinterpret_cast<const float *>(stages + w * SPAN)[(DV / 2 + 1) * 32 + lane];
+    }
+#pragma unroll
+    for (int k = 0; k < NB; ++k)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            float x = 0.0f;
+#pragma unroll
+            for (int w = 0; w < W; ++w)
+                x += a[w] * reinterpret_cast<const float *>(stages + w * SPAN)[(4 * (NB * warp + k) + i) * 32 + lane];
+            acc[k][i] = x;
+        }
+    __syncthreads();
+    zt += __shfl_xor_sync(0xffffffffu, zt, 1);
+    zt += __shfl_xor_sync(0xffffffffu, zt, 2);
+    if (!live)
+        return;
+    const int nb0 = NB * warp;
+    float *dst = out + 64 * (nb0 >> 3) + 16 * c + (nb0 & 7);   /* outputs e and 8 + e of block nb = 8 hh + e */
+    float r[2][NB];
+#pragma unroll
+    for (int k = 0; k < NB; ++k) {
+        r[0][k] = zt != 0.0f ? (acc[k][0] + acc[k][2]) / zt : 0.0f;
+        r[1][k] = zt != 0.0f ? (acc[k][1] + acc[k][3]) / zt : 0.0f;
+    }
+    if (NB % 4 == 0 && ((uintptr_t)out & 15u) == 0) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int q = 0; q < NB / 4; ++q)
+                reinterpret_cast<float4 *>(dst + 8 * h)[q] = make_float4(r[h][4 * q], r[h][4 * q + 1], r[h][4 * q + 2], r[h][4 * q + 3]);
+    } else {
+#pragma unroll
+        for (int k = 0; k < NB; ++k) { dst[k] = r[0][k]; dst[8 + k] = r[1][k]; }
+    }
 }"""

@@ -209,20 +209,35 @@ def render(t: cir.Tile, itype: str, ctype: str = "float") -> str:
                   f"   /* {S} stages for each of the gang's {W} warps */"]
     L += _staged(t, S, itype, ctype, e, ind)
     L += ["        }", "    }"]
-    finish = [f"moac_tile_finish<{t.dv}>(moac_o, moac_tm, moac_tz, moac_live, moac_tc, {m} + ({e(t.m_at)}), "
-              f"{z} + ({e(t.z_at)}), {o} + ({e(t.o_at)}));"]
+    partials = (f"moac_tile_finish<{t.dv}>(moac_o, moac_tm, moac_tz, moac_live, moac_tc, {m} + ({e(t.m_at)}), "
+                f"{z} + ({e(t.z_at)}), {o} + ({e(t.o_at)}));")
+    finish = [partials]
     if t.direct is not None:          # a frame of one gang: its outputs, not its partials (TensorTile.direct)
         finish = [f"if ({e(t.direct)})   /* a frame of one gang: {t.out} = o ÷ z, no partials, no fold */",
                   f"    moac_tile_out<{t.dv}>(moac_o, moac_tz, moac_live, moac_tc, {t.out} + ({e(t.out_at)}));",
-                  "else", "    " + finish[0]]
-    if W > 1:
-        L += [f"    moac_tile_merge<{t.dv}, {W}, {S} * moac_stage_geom<{t.dk}, {t.dv}, {st}>::BYTES>(&moac_stages[0][0][0], "
-              "moac_o, moac_tm, moac_tz, moac_warp, moac_lane);",
+                  "else", "    " + partials]
+    span = f"{S} * moac_stage_geom<{t.dk}, {t.dv}, {st}>::BYTES"
+    merge = f"moac_tile_merge<{t.dv}, {W}, {span}>(&moac_stages[0][0][0], moac_o, moac_tm, moac_tz, moac_warp, moac_lane);"
+    if W > 1 and t.direct is not None and _shared_out(t):
+        L += [f"    if ({e(t.direct)})   /* a frame of one gang: its warps merge {t.dv // 8 // W} column blocks each and store "
+              f"{t.out} = o ÷ z, no partials, no fold */",
+              f"        moac_tile_merge_out<{t.dv}, {W}, {span}>(&moac_stages[0][0][0], moac_o, moac_tm, moac_tz, moac_warp, "
+              f"moac_lane, moac_live, moac_tc, {t.out} + ({e(t.out_at)}));",
+              "    else {", "        " + merge, "        if (moac_warp == 0)", "            " + partials, "    }"]
+    elif W > 1:
+        L += ["    " + merge,
               "    if (moac_warp == 0)" + (" {" if len(finish) > 1 else ""), *ind(finish, 2)] + (["    }"] if len(finish) > 1 else [])
     else:
         L += ind(finish, 1)
     L += ["}"]
     return "\n".join(L)
+
+
+def _shared_out(t: cir.Tile) -> bool:
+    """Whether a frame of one gang can share out its stores among its warps
+    (moac_tile_merge_out): each takes dv ÷ 8 ÷ warps column blocks within a 64-wide block."""
+    nb, rem = divmod(t.dv // 8, t.warps)
+    return rem == 0 and 0 < nb <= 8 and 8 % nb == 0
 
 
 def _staged(t: cir.Tile, S: int, itype: str, ctype: str, e, ind) -> list[str]:

@@ -36,7 +36,7 @@ TARGET = Target(
     # H200: 1056), measured against 4096 on the H200 (docs/benchmarks.md, 2026-12-02, night):
     # batched GQA bf16 B = 32 -6 %, fp8 B = 32 -12 %; a gang's end (partials, fence, fold) stalls
     # its warp.  Fewer where a step is large: at most 4 MiB of tile steps at a time, 512 gangs for
-    # 8 KB steps (bf16 or f16 at d = 128), with chunks of up to 8192 tokens.  Fewer, longer
+    # 8 KB steps (bf16 or f16 at d = 128), with long chunks (the ceiling below).  Fewer, longer
     # streams read faster: one-warp blocks streaming K and V with no arithmetic took 128.8 µs as
     # 1024 blocks of 4 KB steps and 117.4 µs as 256 blocks of 16 KB (2026-12-03), and the bf16
     # tile kernel took 124.2 µs with 512 gangs against 129.0 with 1024 at B = 32, 126.9 against
@@ -50,11 +50,15 @@ TARGET = Target(
     # kernel with 2048 one-warp gangs, 81.0 % with 1024 on 2026-12-02; with 2 warps a gang
     # 90.4 % with 1024 gangs, 89.3 % with 2048, 82.7 % with 512 on 2026-12-03; with 4 warps
     # 92.0 % with 512 gangs and 93.5 % with 1024, paged 90.6 and 92.6 %, later that day).
-    # MOAC_CUDA_TILE_GANGS,
+    # The chunk ceiling, 65536 tokens, binds at none of the shapes measured: where a batch's
+    # frames alone fill the wave (B = 32 GQA or B = 8 MHA at n = 16384, B = 16 at n = 32768)
+    # the gang target asks for one chunk a frame, and the former ceiling of 8192 split each
+    # frame in two, a second wave of gangs: 1.1-2.1 % slower, also for single-sequence
+    # n = 524288 (bench/results/2026-12-05/chunk_cap_h200.json).  MOAC_CUDA_TILE_GANGS,
     # MOAC_CUDA_TILE_WAVE_BYTES and MOAC_CUDA_TILE_MAX_CHUNK set others, for experiments
     tile_gangs=int(os.environ.get("MOAC_CUDA_TILE_GANGS", "1024")),
     tile_wave_bytes=int(os.environ.get("MOAC_CUDA_TILE_WAVE_BYTES", str(4 << 20))),
-    tile_max_chunk=int(os.environ.get("MOAC_CUDA_TILE_MAX_CHUNK", "8192")),
+    tile_max_chunk=int(os.environ.get("MOAC_CUDA_TILE_MAX_CHUNK", "65536")),
     # chunks of at least 128 tokens (8 tile steps) for tile kernels: where the gang target gave
     # fewer (single-sequence GQA, small batches: 16 … 64 tokens, a few tile steps a gang and
     # hundreds of partials a frame), 128 measured faster in every case tried on the H200, 256
