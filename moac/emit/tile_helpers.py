@@ -211,6 +211,20 @@ static __device__ __forceinline__ void moac_tile_pv(const moac_kv_tile<DK, DV, S
             moac_mma<ST>(o[8 * hh + e], pa, moac_tile_vpair<ST>(t.v[0][hh], t.v[1][hh], e),
                          moac_tile_vpair<ST>(t.v[2][hh], t.v[3][hh], e));
 }
+/* a warp's state (o, m, z) left in its own SPAN bytes of the stages, lane by lane, for a merge */
+template <int DV, int SPAN>
+static __device__ __forceinline__ void moac_tile_leave(unsigned char *stages, const float (&o)[DV / 8][4], float m, float z,
+                                                       int warp, int lane)
+{
+    static_assert((DV / 2 + 2) * 32 * (int)sizeof(float) <= SPAN, "a warp's stages hold its state");
+    float *s = reinterpret_cast<float *>(stages + warp * SPAN);
+#pragma unroll
+    for (int nb = 0; nb < DV / 8; ++nb)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) s[(4 * nb + i) * 32 + lane] = o[nb][i];
+    s[DV / 2 * 32 + lane] = m;
+    s[(DV / 2 + 1) * 32 + lane] = z;
+}
 /* the states of a gang's W warps merged into warp 0's, lane by lane (every warp holds the same rows
  * and columns of the fragments): warp w > 0 leaves its o, m and z in its own SPAN bytes of the
  * stages, warp 0 rescales and adds them as the online softmax does a step; the stages are free again
@@ -219,18 +233,10 @@ template <int DV, int W, int SPAN>
 static __device__ __forceinline__ void moac_tile_merge(unsigned char *stages, float (&o)[DV / 8][4], float &m, float &z,
                                                        int warp, int lane)
 {
-    static_assert((DV / 2 + 2) * 32 * (int)sizeof(float) <= SPAN, "a warp's stages hold its state");
     moac_cp_wait<0>();
     __syncthreads();
-    if (warp > 0) {
-        float *s = reinterpret_cast<float *>(stages + warp * SPAN);
-#pragma unroll
-        for (int nb = 0; nb < DV / 8; ++nb)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) s[(4 * nb + i) * 32 + lane] = o[nb][i];
-        s[DV / 2 * 32 + lane] = m;
-        s[(DV / 2 + 1) * 32 + lane] = z;
-    }
+    if (warp > 0)
+        moac_tile_leave<DV, SPAN>(stages, o, m, z, warp, lane);
     __syncthreads();
     if (warp == 0)
         for (int w = 1; w < W; ++w) {
@@ -314,18 +320,9 @@ static __device__ __forceinline__ void moac_tile_merge_out(unsigned char *stages
 {
     constexpr int NB = DV / 8 / W;
     static_assert(NB * W == DV / 8 && NB <= 8 && 8 % NB == 0, "the warps share out the column blocks of a 64-wide block");
-    static_assert((DV / 2 + 2) * 32 * (int)sizeof(float) <= SPAN, "a warp's stages hold its state");
     moac_cp_wait<0>();
     __syncthreads();
-    {
-        float *s = reinterpret_cast<float *>(stages + warp * SPAN);
-#pragma unroll
-        for (int nb = 0; nb < DV / 8; ++nb)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) s[(4 * nb + i) * 32 + lane] = o[nb][i];
-        s[DV / 2 * 32 + lane] = m;
-        s[(DV / 2 + 1) * 32 + lane] = z;
-    }
+    moac_tile_leave<DV, SPAN>(stages, o, m, z, warp, lane);
     __syncthreads();
     float mw[W], mx = -INFINITY;
 #pragma unroll
