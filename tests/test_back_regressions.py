@@ -204,3 +204,36 @@ def test_an_update_of_no_elements_through_a_reshape_with_sizes_fixed(target):
     got = p.compile(target=target, sizes={"n": 2}, werror=True)(a0=a0.copy(), a1=np.zeros((1, 0), np.float32))
     np.testing.assert_array_equal(got["a0"], a0)
     np.testing.assert_array_equal(got["t0"], a0)
+
+
+@pytest.mark.parametrize("target", ["c", "openmp", "openacc"])
+def test_an_update_through_a_reshape_of_an_array_fixed_empty(target):
+    # m = 0 leaves a without elements; the update's index through the reshape (⌊i ÷ m⌋ and
+    # i mod m) reached Context.spec, which substituted the fixed sizes with a plain xreplace:
+    # a ZeroDivisionError inside moac on every target (replace_sizes already gave 0 in the
+    # DNF's reads, but not in a scatter's index)
+    p = moac.parse("size n, m\ninput a : f32 ⟨n m⟩\ninput b : f32 ⟨m n⟩\nt = a × 2\n"
+                   "update ⟨m n⟩ ρ a ← b\noutput t\n", "update_reshape0.moa")
+    assert "void" in p.c_source(target="cuda", sizes={"m": 0})      # emitted, not built
+    kern = p.compile(target=target, sizes={"m": 0}, werror=True)
+    check_kernel(p, kern, {"n": 3, "m": 0})
+    got = kern(a=np.zeros((3, 0), np.float32), b=np.zeros((0, 3), np.float32))
+    assert got["a"].shape == (3, 0) and got["t"].shape == (3, 0)
+
+
+@pytest.mark.parametrize("target", ["c", "openmp", "openacc"])
+def test_paged_decode_step_with_pages_of_no_tokens_fixed(target):
+    # moac compile examples/decode_paged_step.moa -D page=0 was an internal ZeroDivisionError:
+    # the append's slot ⟨table[b, ⌊lens[b] ÷ page⌋], lens[b] mod page⟩ divided by the fixed 0
+    # (the same Context.spec).  Now it compiles; no sequence fits in pages of no tokens, so a
+    # call with sequences is refused by the data check and one without any runs
+    prog = example("decode_paged_step")
+    assert "moac_" in prog.c_source(target="cuda", sizes={"page": 0})
+    kern = prog.compile(target=target, sizes={"page": 0}, werror=True)
+    Kp, f = np.zeros((3, 0, 2, 4), np.float32), np.ones
+    got = kern(Q=f((0, 4, 4), np.float32), Kp=Kp, Vp=Kp.copy(), table=np.zeros((0, 2), np.int32),
+               lens=np.zeros(0, np.int32), k=f((0, 2, 4), np.float32), v=f((0, 2, 4), np.float32))
+    assert got["out"].shape == (0, 4, 4) and got["Kp"].shape == (3, 0, 2, 4)
+    with pytest.raises(moac.ArgumentError, match="must lie in"):
+        kern(Q=f((1, 4, 4), np.float32), Kp=Kp, Vp=Kp.copy(), table=np.zeros((1, 2), np.int32),
+             lens=np.zeros(1, np.int32), k=f((1, 2, 4), np.float32), v=f((1, 2, 4), np.float32))

@@ -16,6 +16,7 @@ import sympy as sp
 from sympy.core.function import AppliedUndef
 
 from .. import ops
+from ..dnf.walk import replace_sizes
 from ..dtypes import BYTES as DTYPE_BYTES
 from ..front.core import source_ops
 from ..front.data import bounds, has_data
@@ -268,7 +269,7 @@ def minimum(s: Schedule) -> sp.Expr:
         if st.role != "update":
             continue
         _, starts = narrow_update(st, st.body)
-        rows = [(sp.sympify(n) - sp.sympify(starts.get(v, 0))).xreplace(subs) for v, n in zip(st.vars, st.shape)]
+        rows = [replace_sizes(sp.sympify(n) - sp.sympify(starts.get(v, 0)), subs) for v, n in zip(st.vars, st.shape)]
         total += sp.Mul(*rows) * DTYPE_BYTES[bufs[st.name].dtype]
     return sp.expand(total)
 

@@ -240,7 +240,7 @@ def needed_reads(d: DNF, subs: dict) -> dict:
                     walk(x, ext, lo)
             case DReduce(var=v, extent=n, body=b):
                 data((n,), ext, lo)
-                walk(b, {**ext, v: sp.sympify(n).xreplace(subs)}, {k: x for k, x in lo.items() if k != v})
+                walk(b, {**ext, v: replace_sizes(n, subs)}, {k: x for k, x in lo.items() if k != v})
             case DSelect(cond=c, then=t, other=o):
                 data((c,), ext, lo)
                 c = replace_sizes(c, subs)
@@ -254,8 +254,8 @@ def needed_reads(d: DNF, subs: dict) -> dict:
 
     for st in d.stmts:
         body, starts = narrow_update(st, st.body)
-        ext = {v: sp.sympify(n - starts.get(v, 0)).xreplace(subs) for v, n in zip(st.vars, st.shape)}
-        lo = {v: sp.sympify(starts[v]).xreplace(subs) for v in st.vars if v in starts}
+        ext = {v: replace_sizes(n - starts.get(v, 0), subs) for v, n in zip(st.vars, st.shape)}
+        lo = {v: replace_sizes(starts[v], subs) for v in st.vars if v in starts}
         data(st.at, ext, lo)                    # a scatter's index read from data
         walk(body, ext, lo)
     return {a: union_footprint(accs, shapes[a]) for a, accs in found.items()}

@@ -8,6 +8,7 @@ import sympy as sp
 from .. import ops
 from ..dnf import DConst, DIndex, DOp, DRead, DReduce, DSelect, fmt_index
 from ..dnf import substitute
+from ..dnf.walk import replace_sizes
 from ..front.sizes import resolve
 from .index import logical
 from .ir import Buffer, Const, Guard, IndexValue, Let, Local, Loop, Op, Read, Set
@@ -36,10 +37,10 @@ class Context:
         self.notes: list = []
 
     def spec(self, x):
-        """Substitute the fixed sizes."""
+        """Substitute the fixed sizes (replace_sizes: a mod or ⌊/⌋ by an extent they make 0 is 0)."""
         if isinstance(x, tuple):
             return tuple(self.spec(i) for i in x)
-        return sp.sympify(x).xreplace(self.subs) if self.subs else sp.sympify(x)
+        return replace_sizes(x, self.subs) if self.subs else sp.sympify(x)
 
     def spec_expr(self, e):
         """Substitute the fixed sizes into a DNF expression."""
