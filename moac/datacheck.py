@@ -11,12 +11,15 @@ import numpy as np
 def make_grid(extents: str, test: str):
     """`grid(A, S) -> ndarray`: the value of `test` at every index of the quantified
     indices, A the integer inputs by name (numpy), S the sizes by name; the indices are
-    G[0], G[1], … (broadcast aranges over `extents`), the result broadcast to their extents."""
+    G[0], G[1], … (broadcast aranges over `extents`), the result broadcast to their extents.
+    An integer `mod` or `⌊/⌋` by 0 (a size fixed to 0) is 0, numpy's value and moac's
+    (moac.dnf.walk.replace_sizes), without numpy's warning."""
     code = (f"def grid(A, S):\n"
             f"    n = {extents}\n"
             f"    G = [np.arange(x, dtype=np.int64).reshape((1,) * k + (-1,) + (1,) * (len(n) - k - 1))\n"
             f"         for k, x in enumerate(n)]\n"
-            f"    return np.broadcast_to({test}, n)\n")
+            f"    with np.errstate(divide='ignore'):\n"
+            f"        return np.broadcast_to({test}, n)\n")
     scope = {"np": np, "distinct": distinct}
     exec(compile(code, "<moac data condition>", "exec"), scope)     # moac's own printed source
     return scope["grid"]

@@ -237,3 +237,17 @@ def test_paged_decode_step_with_pages_of_no_tokens_fixed(target):
     with pytest.raises(moac.ArgumentError, match="must lie in"):
         kern(Q=f((1, 4, 4), np.float32), Kp=Kp, Vp=Kp.copy(), table=np.zeros((1, 2), np.int32),
              lens=np.zeros(1, np.int32), k=f((1, 2, 4), np.float32), v=f((1, 2, 4), np.float32))
+
+
+def test_a_data_condition_divided_by_a_size_fixed_to_0_warns_nothing():
+    # moac check examples/decode_paged_step.moa -D page=0 printed numpy's "divide by zero
+    # encountered in remainder / floor_divide" before its answer: the data condition's
+    # lens[b] mod page and ⌊lens[b] ÷ page⌋ evaluated with page = 0.  Their value there is 0
+    # (numpy's, and moac's for a mod or ⌊/⌋ by an extent fixed to 0); the warning is gone
+    import warnings
+    from moac.datacheck import make_check
+    ok = make_check("(3,)", "(A['x'][G[0]] % S['p'] == 0) & (A['x'][G[0]] // S['p'] == 0)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ok({"x": np.array([5, 6, 7])}, {"p": 0})
+        assert not ok({"x": np.array([5, 6, 7])}, {"p": 2})
