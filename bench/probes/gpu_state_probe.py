@@ -7,7 +7,8 @@ fp8 B = 32 kernel took 76 µs where bench/gpu_ab.py's interleaved rounds give 68
 
 Times the bundle's kernel (profiler, 30 calls, as gpu_run does) and SDPA bf16 on the same
 shape: fresh; right after run_one's float64 reference and host entry; then after 1, 3 and
-10 s idle; each with the SM clock, power and temperature nvidia-smi reports just before."""
+10 s idle; each with the SM clock, power and temperature nvidia-smi reports just before.
+Run on 2026-12-05 (docs/benchmarks.md): the same time in every state, clocks unchanged."""
 import json
 import subprocess
 import sys
