@@ -41,13 +41,14 @@ CASES = [
 DEFAULTS_ONLY = {"gqab_bf16_B32_n16k"}
 # suffix, target, flags: the defaults (32-bit kernels where the buffers fit, GQA heads of a
 # KV head in one gang) and, beside them, the 64-bit kernels and the per-query-head mapping
+DEFAULT_VARIANTS = [("", "openacc", []), ("-cuda", "cuda", [])]     # the default options only, both targets
 VARIANTS = [("", "openacc", []), ("-acc64", "openacc", ["--index-bits", "64"]),
             ("-cuda", "cuda", []), ("-cuda64", "cuda", ["--index-bits", "64"])]
 GQA_VARIANTS = [("-noshare", "openacc", ["--no-share-kv"]), ("-cuda-noshare", "cuda", ["--no-share-kv"])]
 
 # --sweep: tokens in flight per warp (score pass --unroll U, weighted sum --unroll-wsum T)
 FP8 = ("gqab_bf16_B32", "gqab_fp8_B32")         # --fp8: the cases it builds, with these variants
-FP8_VARIANTS = [("", "openacc", []), ("-cuda", "cuda", [])]
+FP8_VARIANTS = DEFAULT_VARIANTS
 SWEEP = {
     "mha_bf16": [(f"-cuda-u{u}t{t}", "cuda", ["--unroll", str(u), "--unroll-wsum", str(t)])
                  for u in (4, 8, 16) for t in (1, 2)],
@@ -87,9 +88,7 @@ def main() -> int:
             continue
         src = source(example, kv, out)
         variants = FP8_VARIANTS if fp8 else SWEEP.get(name, []) if sweep else \
-            FP8_VARIANTS if name in DEFAULTS_ONLY else VARIANTS + (GQA_VARIANTS if "hq" in fixed else [])
-        if not variants:
-            continue
+            DEFAULT_VARIANTS if name in DEFAULTS_ONLY else VARIANTS + (GQA_VARIANTS if "hq" in fixed else [])
         for suffix, target, flags in variants:
             bundle = out / f"{name}{suffix}{'.cu' if target == 'cuda' else '.c'}"
             argv = [sys.executable, "-m", "moac", "compile", str(src), "--target", target, "--offload", "nvptx",

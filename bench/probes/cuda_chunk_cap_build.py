@@ -11,24 +11,22 @@ frame: 512 gangs of 4 warps where 256, one a frame, fill the H200's 264 block sl
 98 KB a multiprocessor) in one wave.  The variants raise the ceiling; the cases are those
 it changes and those it must not.  A third variant, pmerge, is main's source edited by
 bench/probes/cuda_merge_out_edit.py (a frame of one gang: its warps merge and store in
-parallel) and built with the manifest's flags."""
+parallel) and built with the manifest's flags.  Every variant is built from a worktree of
+05708d2, the main they were measured on (since 5e9362f main has both changes)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-import gpu_cases  # noqa: E402
-sys.path.insert(0, str(ROOT / "bench" / "probes"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cuda_merge_out_edit  # noqa: E402
+from cuda_ab_bundles import compile_bundles, sources, worktree, write_spec  # noqa: E402
+from cuda_ab_bundles import BUNDLES as ALL  # noqa: E402
 
-GQA, D = gpu_cases.GQA, gpu_cases.D
-BUNDLES = {"gqab_bf16": ("decode_gqa_batched", "bf16", GQA), "mha_bf16": ("decode_mha", "bf16", D),
-           "gqab_fp8": ("decode_gqa_fp8", "f8e4m3", GQA)}
+BUNDLES = {b: ALL[b] for b in ("gqab_bf16", "mha_bf16", "gqab_fp8")}
+REV = "05708d2"
 CASES = [("gqab_bf16_B32_n16k", "gqab_bf16", {"B": 32, "n": 16384}, [32, 32, 8, 16384, 128]),
          ("gqab_bf16_B16_n32k", "gqab_bf16", {"B": 16, "n": 32768}, [16, 32, 8, 32768, 128]),
          ("mha_bf16_B8_n16k", "mha_bf16", {"B": 8, "h": 32, "n": 16384}, [8, 32, 32, 16384, 128]),
@@ -44,13 +42,10 @@ VARIANTS = [("main", {}), ("cap64k", {"MOAC_CUDA_TILE_MAX_CHUNK": "65536"})]
 def main() -> int:
     out = Path(sys.argv[1]).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    srcs = {b: gpu_cases.source(ex, kv, out) for b, (ex, kv, _) in BUNDLES.items()}
-    for label, env in VARIANTS:
-        for b, (_, _, fixed) in BUNDLES.items():
-            subprocess.run([sys.executable, "-m", "moac", "compile", str(srcs[b]), "--target", "cuda",
-                            "--offload", "nvptx", "-o", str(out / f"{b}_{label}.cu")]
-                           + [f"-D{k}={v}" for k, v in fixed.items()],
-                           cwd=ROOT, check=True, env={**os.environ, **env})
+    srcs = sources(BUNDLES, out)
+    with worktree(REV, "cap") as tree:
+        for label, env in VARIANTS:
+            compile_bundles(BUNDLES, srcs, out, label, tree, env)
     for b in BUNDLES:        # pmerge: main's source edited, built as moac built main's
         main = out / f"{b}_main"
         (out / f"{b}_pmerge.cu").write_text(cuda_merge_out_edit.edit(main.with_suffix(".cu").read_text()))
@@ -58,10 +53,7 @@ def main() -> int:
         subprocess.run(["nvcc", *man["flags"], str(out / f"{b}_pmerge.cu"), "-o", str(out / f"{b}_pmerge.so")], check=True)
         (out / f"{b}_pmerge.json").write_text(json.dumps(man, indent=2) + "\n")
     labels = [label for label, _ in VARIANTS] + ["pmerge"]
-    spec = [{"name": name, "sizes": sizes, "sdpa": sdpa,
-             "variants": [[label, f"{b}_{label}.json"] for label in labels]}
-            for name, b, sizes, sdpa in CASES]
-    (out / "spec.json").write_text(json.dumps(spec, indent=1) + "\n")
+    write_spec(out, CASES, labels)
     print(f"{len(labels) * len(BUNDLES)} bundles and spec.json in {out}")
     return 0
 

@@ -11,21 +11,13 @@ sources (bench/gpu_cases.py's bf16 and fp8 examples); the variants are named by 
 first one's outputs the reference of max|Δ|."""
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-import gpu_cases  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cuda_ab_bundles import BUNDLES, ROOT, compile_bundles, sources, worktree, write_spec  # noqa: E402
 
-GQA, D = gpu_cases.GQA, gpu_cases.D
-BUNDLES = {"gqa_bf16": ("decode_gqa", "bf16", GQA), "gqab_bf16": ("decode_gqa_batched", "bf16", GQA),
-           "mha_bf16": ("decode_mha", "bf16", D), "gqab_fp8": ("decode_gqa_fp8", "f8e4m3", GQA)}
 # case: bundle, run-time sizes, SDPA shape [B, hq, hkv, n, d]
 CASES = [("gqab_bf16_B32", "gqab_bf16", {"B": 32, "n": 4096}, [32, 32, 8, 4096, 128]),
          ("mha_bf16_B8", "mha_bf16", {"B": 8, "h": 32, "n": 4096}, [8, 32, 32, 4096, 128]),
@@ -45,26 +37,15 @@ def main() -> int:
         print(__doc__, file=sys.stderr)
         return 2
     out.mkdir(parents=True, exist_ok=True)
-    srcs = {b: gpu_cases.source(ex, kv, out) for b, (ex, kv, _) in BUNDLES.items()}
+    srcs = sources(BUNDLES, out)
     labels = []
     for rev in revs:
         label = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, check=True,
                                capture_output=True, text=True).stdout.strip()
         labels.append(label)
-        tree = Path(tempfile.mkdtemp(prefix=f"moac_{label}_")) / "tree"
-        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(tree), rev], cwd=ROOT, check=True)
-        try:
-            for b, (_, _, fixed) in BUNDLES.items():
-                subprocess.run([sys.executable, "-m", "moac", "compile", str(srcs[b]), "--target", "cuda",
-                                "--offload", "nvptx", "-o", str(out / f"{b}_{label}.cu")]
-                               + [f"-D{k}={v}" for k, v in fixed.items()],
-                               cwd=tree, check=True, env={**os.environ, "PYTHONPATH": str(tree)})
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=True)
-            shutil.rmtree(tree.parent, ignore_errors=True)
-    spec = [{"name": name, "sizes": sizes, "sdpa": sdpa, "variants": [[label, f"{b}_{label}.json"] for label in labels]}
-            for name, b, sizes, sdpa in CASES]
-    (out / "spec.json").write_text(json.dumps(spec, indent=1) + "\n")
+        with worktree(rev, label) as tree:
+            compile_bundles(BUNDLES, srcs, out, label, tree)
+    write_spec(out, CASES, labels)
     print(f"{len(labels) * len(BUNDLES)} bundles and spec.json in {out}")
     return 0
 
