@@ -251,3 +251,17 @@ def test_a_data_condition_divided_by_a_size_fixed_to_0_warns_nothing():
         warnings.simplefilter("error")
         assert ok({"x": np.array([5, 6, 7])}, {"p": 0})
         assert not ok({"x": np.array([5, 6, 7])}, {"p": 2})
+
+
+def test_check_with_pages_of_no_tokens_names_the_empty_range(capsys):
+    # moac check examples/decode_paged_step.moa -D page=0 gave the scatter's distinctness as
+    # the reason no inputs exist ("must name each of its elements at most once"), true of the
+    # draws clamped to 0 but beside the point: lens[b] < maxp·page = 0 has no value ≥ 0
+    from moac import cli
+    assert cli.main(["check", "examples/decode_paged_step.moa", "-D", "page=0"]) != 0
+    err = capsys.readouterr().err
+    assert "decode_paged_step.moa:21:15: error: no integer inputs exist for these sizes" in err
+    assert "maxp·page = 0 leaves no value ≥ 0" in err and "at most once" not in err
+    assert "\n                  ^~~" in err
+    # with no sequences there is nothing to draw, and the check runs
+    assert cli.main(["check", "examples/decode_paged_step.moa", "-D", "page=0", "-D", "B=0"]) == 0

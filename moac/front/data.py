@@ -307,6 +307,7 @@ def random_index_inputs(program, shapes: dict, env: dict, rng, tries: int = 200)
     name -> array.  A MoacError names the condition where `tries` draws all fail."""
     from ..errors import MoacError
     names = [i.name for i in program.inputs if i.dtype in INDEX_DTYPES]
+    empty_range(program, env)
     scatters = [c for c in program.constraints if isinstance(sp.sympify(c.cond), Distinct)]
     for _ in range(tries):
         arrays = {n: random_values(n, shapes[n], program, env, rng) for n in names}
@@ -315,6 +316,30 @@ def random_index_inputs(program, shapes: dict, env: dict, rng, tries: int = 200)
             return arrays
     raise MoacError(f"no random integer inputs in {tries} draws met: {bad.message} (give fewer sequences or a "
                     "larger pool)", bad.span, program.source)
+
+
+def empty_range(program, env: dict) -> None:
+    """A MoacError at the first condition `x[i] < e` (or ≤) on an integer input's elements
+    that no element can meet with these sizes, e below 0 (the elements are indices, ≥ 0),
+    where it quantifies over at least one element: with a page of 0 tokens no sequence
+    length is below maxp·page, and saying so beats the scatter's distinctness failing on
+    the draws clamped to 0."""
+    from ..errors import MoacError
+    for c in program.constraints:
+        cond = sp.sympify(c.cond)
+        if not isinstance(cond, (sp.LessThan, sp.StrictLessThan)) or not isinstance(cond.lhs, AppliedUndef):
+            continue
+        if has_data(cond.rhs) or any(int(sp.sympify(x).xreplace(env)) <= 0 for _, x in c.over):
+            continue
+        top = sp.sympify(cond.rhs).xreplace(env)
+        if not top.is_Integer:
+            continue
+        if int(top) - isinstance(cond, sp.StrictLessThan) < 0:
+            from .core import show_expr
+            bound = sp.sympify(cond.rhs)
+            shown = f"{show_expr(bound)} = {int(top)}" if not bound.is_Integer else str(int(top))
+            raise MoacError(f"no integer inputs exist for these sizes: {c.message}, and {shown} leaves no "
+                            "value ≥ 0 for it", c.span, program.source)
 
 
 def condition_source(cond, over: tuple) -> tuple:
