@@ -25,6 +25,31 @@ def _count(least: int):
     return parse
 
 
+SIZE_LIMIT = 2**63          # a size is a C int64_t, as a literal in a program is
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with moac's usage errors: exit status 2, and with --json anywhere on the
+    command line, the error as JSON on standard error (docs/cli.md)."""
+    json_errors = False
+
+    def error(self, message: str, usage: bool = True):
+        if _Parser.json_errors:
+            _print_json_error("usage", "UsageError", f"moac: error: {message}", message)
+            self.exit(2)
+        if usage:
+            self.print_usage(sys.stderr)
+        self.exit(2, f"moac: error: {message}\n")
+
+
+def _print_json_error(kind: str, cls: str, rendered: str, message: str | None = None) -> None:
+    """An error that is not at a place in a program (a usage, file or internal error) as the
+    JSON object of --json."""
+    print(json.dumps({"schema": 1, "error": {"kind": kind, "class": cls, "message": message or rendered, "file": None,
+                                             "span": None, "source_line": None, "notes": [], "rendered": rendered}},
+                     ensure_ascii=False, indent=2), file=sys.stderr)
+
+
 def _sizes(pairs: list[str] | None, parser: argparse.ArgumentParser) -> dict:
     out = {}
     for p in pairs or []:
@@ -32,11 +57,16 @@ def _sizes(pairs: list[str] | None, parser: argparse.ArgumentParser) -> dict:
         if not sep or not name.isidentifier():
             parser.error(f"-D expects name=value, got {p!r}")
         try:
-            out[name] = int(value)
+            v = int(value)
         except ValueError:
             parser.error(f"-D {name}: {value!r} is not an integer")
-        if out[name] < 0:
+        if v < 0:
             parser.error(f"-D {name}: sizes are non-negative, got {value}")
+        if v >= SIZE_LIMIT:
+            parser.error(f"-D {name}: {value} does not fit in 64 bits (sizes are below 2^63)")
+        if name in out and out[name] != v:
+            parser.error(f"-D {name} is given twice, as {out[name]} and as {v}")
+        out[name] = v
     return out
 
 
@@ -52,9 +82,9 @@ def _check_sizes(prog, sizes: dict, parser, cmd: str = ""):
 
 def main(argv: list[str] | None = None) -> int:
     from .version import __version__
-    ap = argparse.ArgumentParser(prog="moac", description="A symbolic compiler for the Mathematics of Arrays.")
+    ap = _Parser(prog="moac", description="A symbolic compiler for the Mathematics of Arrays.")
     ap.add_argument("--version", action="version", version=f"moac {__version__}")
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub = ap.sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
     def common(p, target=True):
         p.add_argument("file", help="MoA source file (- reads standard input)")
@@ -106,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("check", help="compile, run on random data, compare with the reference")
     common(p)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_count(0), default=0, help="the inputs' random seed (an integer ≥ 0)")
     p.add_argument("--cc", help="the C compiler (default: $CC, else the target's: gcc or nvcc); "
                    "$MOAC_CFLAGS adds flags")
 
@@ -117,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--layers", type=int, help="layers of the model, for KV bytes per token of the whole model")
     p.add_argument("--kv-dtype", choices=("f32", "f16", "bf16", "f64", "f8e4m3", "f8e5m2", "i8"),
                    help="count the inputs that have the token axis as stored in this dtype")
-    p.add_argument("--tokens", default="n", metavar="SIZE", help="the size that counts tokens (default n)")
+    p.add_argument("--tokens", metavar="SIZE", help="the size that counts tokens (default n, where the program has it)")
     p.add_argument("--plot", metavar="OUT.png|OUT.svg", help="also draw the roofline into this file (needs matplotlib)")
 
     p = sub.add_parser("cache", help="the build cache: where it is and what it holds, or empty it")
@@ -132,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("args", nargs=argparse.REMAINDER, help="BUNDLE.json [-D NAME=VALUE ...] [--reps N] [--json OUT]")
 
     argv = sys.argv[1:] if argv is None else list(argv)
+    _Parser.json_errors = "--json" in argv[:argv.index("--")] if "--" in argv else "--json" in argv
     if argv[:1] == ["run"]:              # the rest is moac.gpu's command line
         from .gpu.run import main as run_main
         return run_main(argv[1:], prog="moac run")
@@ -175,15 +206,16 @@ def main(argv: list[str] | None = None) -> int:
             pass
         return 0
     except OSError as e:
-        print(f"moac: error: {e.strerror or e}{': ' + e.filename if e.filename else ''}", file=sys.stderr)
+        text = f"moac: error: {e.strerror or e}{': ' + e.filename if e.filename else ''}"
+        _print_json_error("io", "OSError", text, text.removeprefix("moac: error: ")) if args.json else print(text, file=sys.stderr)
         return 1
     except Exception as e:  # a bug in moac, not in the user's program
         if os.environ.get("MOAC_TRACEBACK"):
             raise
         where = f" while processing {args.file}" if getattr(args, "file", None) else ""
-        print(f"moac: internal error{where}: {type(e).__name__}: {e}\n"
-              "This is a bug in moac; set MOAC_TRACEBACK=1 for the Python traceback and report it.",
-              file=sys.stderr)
+        text = (f"moac: internal error{where}: {type(e).__name__}: {e}\n"
+                "This is a bug in moac; set MOAC_TRACEBACK=1 for the Python traceback and report it.")
+        _print_json_error("internal", type(e).__name__, text, f"{type(e).__name__}: {e}") if args.json else print(text, file=sys.stderr)
         return 3
 
 
@@ -200,7 +232,7 @@ def _read(path: str, parser: argparse.ArgumentParser) -> bytes:
         with stage("read"):
             return sys.stdin.buffer.read() if path == "-" else open(path, "rb").read()
     except OSError as e:
-        parser.exit(2, f"moac: error: cannot read {path}: {e.strerror}\n")
+        parser.error(f"cannot read {path}: {e.strerror}", usage=False)
 
 
 def _output_key(args, data: bytes, sizes: dict) -> tuple:
@@ -218,6 +250,7 @@ def _run(args, ap) -> int:
     if args.cmd == "examples":
         from .examples_index import command
         return command(args.name, show_path=args.path)
+    ap = ap.sub.choices[args.cmd]       # usage errors from here on show the subcommand's usage
     data = _read(args.file, ap)
     sizes = _sizes(args.defs, ap)
     from . import cache
@@ -296,7 +329,15 @@ def _command(prog, args, sizes: dict, ap, key) -> int:
         return 0
     if args.cmd == "cost":
         from .cost import hardware_list, plot, report
-        hw = hardware_list(args.hardware)
+        try:
+            hw = hardware_list(args.hardware)
+        except MoacError as e:                  # an unknown name, as an unknown example's: a usage error
+            ap.error(e.message)
+        if args.tokens is None:
+            args.tokens = "n"
+        elif args.tokens not in prog.core.size_names():
+            ap.error(f"--tokens {args.tokens}: the program declares no size '{args.tokens}' "
+                     f"(sizes: {', '.join(prog.core.size_names()) or 'none'})")
         if args.json:
             from . import as_json
             text = json.dumps(as_json.cost(prog, sizes, hw, args.layers, args.kv_dtype, args.tokens, args.target),

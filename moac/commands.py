@@ -11,7 +11,7 @@ import numpy as np
 import sympy as sp
 
 from . import dtypes
-from .dnf import DReduce, DOp, DSelect
+from .dnf import DRead, DReduce, DOp, DSelect
 from .errors import ArgumentError, CheckError, MoacError
 
 DEFAULT_SIZE = 13     # a prime, so every lifting guard is exercised
@@ -28,7 +28,7 @@ def random_inputs(prog, sizes: dict, seed: int = 0) -> tuple[dict, dict]:
     """Seeded standard-normal inputs for every declared input, in its declared storage
     dtype, and every size bound (given ones, the others default_sizes)."""
     from .front.sizes import resolve
-    env = default_sizes(prog.core, resolve(prog.core, sizes))
+    env = default_sizes(prog.core, resolve(prog.core, sizes, strict=False))   # (refused by the compile)
     rng = np.random.default_rng(seed)
     shapes = {info.name: tuple(int(sp.sympify(e).xreplace(env)) for e in info.shape) for info in prog.inputs}
     need = sum(8 * int(np.prod(sh, dtype=object)) for sh in shapes.values())    # float64 draws
@@ -40,13 +40,16 @@ def random_inputs(prog, sizes: dict, seed: int = 0) -> tuple[dict, dict]:
     ints = random_index_inputs(prog.core, shapes, env, rng)    # sizes and indices within the program's conditions
     arrays = {info.name: ints[info.name] if info.dtype in INDEX_DTYPES else dtypes.random(info.dtype, rng, shapes[info.name])
               for info in prog.inputs}
-    return arrays, {k.name: int(v) for k, v in env.items()}
+    bound = {k.name: int(v) for k, v in env.items()}
+    bound.update({name: int(sp.sympify(e).xreplace(env)) for name, e in prog.core.derived})   # hq of g = hq ÷ hkv
+    return arrays, bound
 
 
 def default_sizes(core, env: dict) -> dict:
     """`env` with every size it does not bind set, in declaration order, to the first of
     DEFAULT_CANDIDATES that keeps true each run-time condition it completes (one whose
-    other sizes are bound already: a cache update's n + 1 ≤ N gets N = 13, n = 11);
+    other sizes are bound already: a cache update's n + 1 ≤ N gets N = 13, n = 11), an
+    equation's solution first (n = m − 1 with n = 13 gives m = 14);
     DEFAULT_SIZE where none does, so that the check's positioned error names the condition.
     A greedy search: it does not go back to change an earlier size."""
     from .front.data import on_data
@@ -59,10 +62,23 @@ def default_sizes(core, env: dict) -> dict:
         except (TypeError, ZeroDivisionError):       # a size bound to make a divisor 0: not this value
             return False
 
+    def solutions(s) -> list:
+        """Values of s that an equation it completes asks for (n = m − 1 with m bound: m − 1),
+        where they are non-negative integers: tried before the candidates."""
+        out = []
+        for c in conds:
+            if isinstance(c, sp.Eq) and s in c.free_symbols and c.free_symbols <= set(env) | {s}:
+                try:
+                    sols = sp.solve(c.xreplace(env), s)
+                except (NotImplementedError, TypeError, ValueError):
+                    continue
+                out += [int(x) for x in sols if x.is_Integer and x >= 0]
+        return out
+
     for s in core.sizes:
         if s in env:
             continue
-        for v in DEFAULT_CANDIDATES:
+        for v in solutions(s) + list(DEFAULT_CANDIDATES):
             trial = {**env, s: sp.Integer(v)}
             # the conditions this size completes (one that failed before it stays the error it is)
             if all(holds(c, trial) for c in conds if s in c.free_symbols and c.free_symbols <= set(trial)):
@@ -79,11 +95,22 @@ def tolerance(ctype: str, length: int) -> float:
     return 16 * EPS[ctype] * float(np.sqrt(length))
 
 
-def reduction_length(onf, sizes: dict) -> int:
-    """The longest chain of accumulations feeding one output element (error grows with it)."""
+def reduction_lengths(onf, sizes: dict) -> dict:
+    """For each output and updated input, the longest chain of accumulations feeding one of
+    its elements (error grows with it): its own reductions' extents, through the temporaries
+    it reads (their chains continue into it), plus 1.  An output is not charged for the
+    reductions of another: `y = x + 1` beside `z = + red A` keeps L = 1."""
     env = {sp.Symbol(k, integer=True, nonnegative=True): v for k, v in sizes.items()}
     from .front.data import bounds, upper_bound
     bound = bounds(onf.dnf.program)
+    temps = {s.name: s for s in onf.dnf.stmts if s.role == "temp"}
+    done: dict = {}
+
+    def chain(name: str) -> int:
+        if name not in done:
+            done[name] = 0                              # (a temporary never reads itself)
+            done[name] = length(temps[name].body)
+        return done[name]
 
     def length(e) -> int:
         match e:
@@ -94,8 +121,19 @@ def reduction_length(onf, sizes: dict) -> int:
                 return max((length(a) for a in args), default=0)
             case DSelect(then=t, other=o):
                 return max(length(t), length(o))
+            case DRead(array=a) if a in temps:
+                return chain(a)
         return 0
-    return sum(length(s.body) for s in onf.dnf.stmts) + 1
+    out: dict = {}
+    for s in onf.dnf.stmts:
+        if s.role != "temp":
+            out[s.name] = max(out.get(s.name, 1), length(s.body) + 1)
+    return out
+
+
+def reduction_length(onf, sizes: dict) -> int:
+    """The longest of reduction_lengths: one bound for every output of the program."""
+    return max(reduction_lengths(onf, sizes).values(), default=1)
 
 
 def compare(name: str, got: np.ndarray, ref: np.ndarray, tol: float) -> tuple[float, float, bool, tuple, float]:
@@ -124,7 +162,11 @@ def options(args, sizes: dict) -> dict:
 
 
 def check_command(prog, args, sizes: dict) -> int:
-    kern = prog.compile(cc=args.cc, **options(args, sizes))
+    try:
+        kern = prog.compile(cc=args.cc, **options(args, sizes))
+    except ArgumentError as e:          # a -D size that breaks a condition
+        e.message += " (choose other sizes with -D)"
+        raise
     ctype = kern.signature.ctype
     arrays, all_sizes = random_inputs(prog, sizes, args.seed)
     try:
@@ -133,8 +175,7 @@ def check_command(prog, args, sizes: dict) -> int:
     except ArgumentError as e:
         e.message += " (choose other sizes with -D)"
         raise
-    L = reduction_length(kern.onf, all_sizes)
-    tol = tolerance(ctype, L)
+    lengths = reduction_lengths(kern.onf, all_sizes)
     shown = " ".join(f"{k}={v}" for k, v in all_sizes.items())
     from .targets import get_target
     where_run = " (run on this CPU: in-process builds of a device target disable offloading)" \
@@ -143,6 +184,8 @@ def check_command(prog, args, sizes: dict) -> int:
     updated = [u for u, _ in prog.core.updates]
     for name in list(prog.outputs) + updated:
         decl = _decl(prog, name)
+        L = lengths.get(name, 1)
+        tol = tolerance(ctype, L)
         # the values an update writes into a narrow input are rounded to its storage, as a declared output's are
         rounding = ROUNDING.get(decl, 0.0) if name in prog.core.output_dtypes or name in updated else 0.0
         max_abs, max_rel, ok, where, bound = compare(name, dtypes.as_float64(decl, got[name]), ref[name],
@@ -159,6 +202,8 @@ def check_command(prog, args, sizes: dict) -> int:
         return 0 if ok_all else 1
     print(f"check {prog.source.filename}: target {args.target}{where_run}, sizes {shown}, seed {args.seed}")
     for r in results:
+        L = r["reduction_length"]
+        tol = tolerance(ctype, L)
         shown_tol = f"{tol:.1e}" if not r["storage"] else \
             f"{r['tolerance']:.1e} = {tol:.1e} + {r['storage_rounding']:.1e}, half an ulp of {r['storage']},"
         print(f"  {r['name']}: max abs error {float(r['max_abs_error']):.3e}, max rel error "

@@ -142,7 +142,11 @@ def report(prog, sizes: dict, hardware: list, layers: int | None, kv_dtype: str 
 
     def line(label, e, unit):
         n = _num(e, v, c.data) if v else None
-        shown = f" = {n:,.0f} {unit}" if n is not None else f" {unit}"
+        exact = sp.sympify(e).xreplace(v) if v and not c.data else None
+        if exact is not None and exact.is_Integer:          # every digit, not a float's
+            shown = f" = {int(exact):,} {unit}"
+        else:
+            shown = f" = {n:,.0f} {unit}" if n is not None else f" {unit}"
         L.append(f"{label:13} {fmt_index(sp.factor(e))}{shown}")
     if v and c.data and any(data_reads(x) for x in (c.traffic, c.minimum, c.flops)):
         given = split_data(prog, sizes)[1]

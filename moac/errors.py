@@ -97,7 +97,8 @@ class MoacError(Exception):
         head = f"{bold}{src.filename}:{sp.line}:{sp.col}:{off} {kind} {bold}{self.message}{off}"
         text = src.line(sp.line)
         width = (sp.end_col - sp.col + 1) if sp.end_line == sp.line else len(text) - sp.col + 1
-        caret = " " * (sp.col - 1) + green + "^" + "~" * max(0, width - 1) + off
+        pad = "".join("\t" if c == "\t" else " " for c in text[:sp.col - 1])    # a tab in the line: one here too
+        caret = pad + green + "^" + "~" * max(0, width - 1) + off
         return "\n".join([head, f"    {text}", f"    {caret}", *notes])
 
     def to_json(self) -> dict:
@@ -133,7 +134,8 @@ class BuildError(MoacError):
     output and `c_file` the C source it was given (all three also in the notes)."""
 
     def __init__(self, message: str, argv: list[str], stderr: str, c_file: str):
-        notes = (f"command: {' '.join(argv)}", f"C source: {c_file}", f"compiler output:\n{stderr.rstrip()}")
+        notes = tuple(n for n, v in ((f"command: {' '.join(argv)}", argv), (f"C source: {c_file}", c_file),
+                                     (f"compiler output:\n{stderr.rstrip()}", stderr.strip())) if v)
         super().__init__(message, notes=notes)
         self.argv = argv
         self.stderr = stderr
@@ -160,7 +162,8 @@ def return_code_error(fname: str, rc: int, aligned=()) -> Exception:
     """The error for a non-zero return code of a generated entry point (the host Kernel and
     moac.gpu's DeviceKernel report the same): 2 a misaligned packed input (`aligned`: the
     inputs concerned), 3 sizes too large for 32-bit indices, 4 a failed CUDA launch, 5 no
-    NVIDIA GPU, anything else scratch memory that could not be allocated."""
+    NVIDIA GPU, 6 sizes that break a condition of the program, anything else scratch memory
+    that could not be allocated."""
     if rc == 5:
         return DeviceError(f"{fname}: the kernel runs on an NVIDIA GPU and this machine shows none "
                            "(cudaGetDeviceCount); build a bundle with `moac compile --target cuda --offload "
@@ -172,6 +175,9 @@ def return_code_error(fname: str, rc: int, aligned=()) -> Exception:
         return ArgumentError(f"{', '.join(aligned) or 'an input'}: the kernel reads these inputs in packed "
                              "8-byte words, so their data must start at an 8-byte aligned address (pass a copy "
                              "of an offset view)")
+    if rc == 6:
+        return ArgumentError(f"{fname}: the sizes break one of the program's conditions (a △ count within its axis, "
+                             "room in a cache, …; the entry's first lines list them)")
     if rc == 4:
         return DeviceError(f"{fname}: a kernel launch failed (cudaGetLastError after the launches)")
     return MemoryError(f"{fname}: scratch memory could not be allocated")

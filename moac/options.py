@@ -21,12 +21,21 @@ class Options:
     def make(target: str = "openacc", sizes: dict | None = None, mapping: str = "auto", unroll: int = 0,
              storage: dict | None = None, share_kv: bool = True, pack: str = "auto",
              wsum_unroll: int = 0, index_bits: int = 0) -> "Options":
+        from .errors import ArgumentError           # a MoacError: the CLI's flags are checked as these are
+        from .targets import TARGETS
+        if target not in TARGETS:
+            raise ArgumentError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+        if mapping not in ("auto", "naive"):
+            raise ArgumentError(f"mapping must be 'auto' or 'naive', got {mapping!r}")
         if pack not in ("auto", "none"):
-            raise ValueError(f"pack must be 'auto' or 'none', got {pack!r}")
+            raise ArgumentError(f"pack must be 'auto' or 'none', got {pack!r}")
+        for name, v in (("index_bits", index_bits), ("unroll", unroll), ("wsum_unroll", wsum_unroll)):
+            if isinstance(v, bool) or not isinstance(v, int) and not hasattr(v, "__index__"):
+                raise ArgumentError(f"{name} must be an integer, got {v!r}")
         if int(index_bits) not in (0, 32, 64):
-            raise ValueError(f"index_bits must be 0 (auto), 32 or 64, got {index_bits}")
+            raise ArgumentError(f"index_bits must be 0 (auto), 32 or 64, got {index_bits}")
         if int(unroll) < 0 or int(wsum_unroll) < 0:
-            raise ValueError(f"unroll and wsum_unroll must be ≥ 0 (0: derived), got {unroll} and {wsum_unroll}")
+            raise ArgumentError(f"unroll and wsum_unroll must be ≥ 0 (0: derived), got {unroll} and {wsum_unroll}")
         return Options(target, tuple(sorted((sizes or {}).items())), mapping, int(unroll),
                        tuple(sorted((storage or {}).items())), bool(share_kv), pack, int(wsum_unroll),
                        int(index_bits))

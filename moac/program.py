@@ -16,7 +16,7 @@ from pathlib import Path
 from . import dnf, driver
 from .timing import stage
 from .driver import Artifacts
-from .errors import MoacError, ParseError, Source, Span
+from .errors import MoacError, NameError_, ParseError, Source, Span
 from .front import interp, lower, syntax
 from .options import Options
 
@@ -50,11 +50,15 @@ class Program:
         """Parse `text` and check its shapes; `filename` names it in messages and gives the
         C entry point its name (moac_<stem>; moac_program for a name such as '<input>')."""
         self.source = Source(text, filename)
-        with _not_too_deep(self.source):
-            with stage("parse"):
-                self.module = syntax.parse(text, filename, lower.prelude_fnames())      # stage 1: text -> AST
-            with stage("to_core (names, shapes)"):
-                self.core = lower.to_core(self.module, self.source)     # stage 2: AST -> core + shapes
+        try:
+            with _not_too_deep(self.source):
+                with stage("parse"):
+                    self.module = syntax.parse(text, filename, lower.prelude_fnames())      # stage 1: text -> AST
+                with stage("to_core (names, shapes)"):
+                    self.core = lower.to_core(self.module, self.source)     # stage 2: AST -> core + shapes
+        except (ParseError, NameError_) as e:
+            lower.comment_note(e)
+            raise
         self.artifacts: dict = {}                                   # Options -> Artifacts (stages 4-5)
         self.kernels: dict = {}                                     # (Options, build options) -> Kernel
 

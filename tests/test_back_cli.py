@@ -244,3 +244,48 @@ def test_objects_show_themselves_in_one_short_line():
         r = repr(obj)
         assert r.startswith(start) and "\n" not in r and len(r) < 400, r
     assert str(prog.onf()).startswith("-- ONF of")             # str() is still the dump
+
+
+@pytest.mark.parametrize("args, message", [
+    (["dnf", "examples/decode.moa", "-D", "n=3", "-D", "n=4"], "-D n is given twice, as 3 and as 4"),
+    (["dnf", "examples/decode.moa", "-D", "n=9223372036854775808"], "-D n: 9223372036854775808 does not fit in 64 bits"),
+    (["check", "examples/decode.moa", "--seed", "-1"], "argument --seed: must be at least 0, got -1"),
+    (["cost", "examples/decode.moa", "--hardware", "TPU"], "unknown hardware 'TPU'"),
+    (["cost", "examples/decode.moa", "--tokens", "bogus"], "--tokens bogus: the program declares no size 'bogus'"),
+    (["dnf", "no_such_file.moa"], "cannot read no_such_file.moa"),
+    ([], "the following arguments are required: COMMAND"),
+])
+def test_usage_errors_exit_2_and_speak_json_with_json(args, message, capsys):
+    # found by a review: --seed -1 was an internal error (exit 3), a repeated -D silently took
+    # the last value, -D n=2^63 wrote C with an overflowing literal, an unknown --hardware
+    # exited 1 and an unknown --tokens was ignored; and with --json, usage, file and internal
+    # errors were still printed as text
+    with pytest.raises(SystemExit) as e:
+        cli.main(args)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"moac: error: {message}" in err and "Traceback" not in err
+    if args:
+        with pytest.raises(SystemExit) as e:
+            cli.main(args + ["--json"])
+        assert e.value.code == 2
+        import json
+        got = json.loads(capsys.readouterr().err)
+        assert got["schema"] == 1 and got["error"]["kind"] == "usage" and message in got["error"]["message"]
+
+
+def test_io_and_internal_errors_speak_json_with_json(capsys, monkeypatch, tmp_path):
+    import json
+    assert cli.main(["compile", "examples/decode.moa", "-o", str(tmp_path / "none" / "x.c"), "--json"]) == 1
+    got = json.loads(capsys.readouterr().err)["error"]
+    assert got["kind"] == "io" and "no such directory" in got["message"]
+    import moac.commands
+
+    def broken(*a, **k):
+        raise RuntimeError("a planted bug")
+    monkeypatch.setattr(moac.commands, "check_command", broken)
+    monkeypatch.delenv("MOAC_TRACEBACK", raising=False)
+    assert cli.main(["check", "examples/decode.moa", "--target", "c", "--json"]) == 3
+    got = json.loads(capsys.readouterr().err)["error"]
+    assert got["kind"] == "internal" and got["message"] == "RuntimeError: a planted bug"
+    assert "This is a bug in moac" in got["rendered"]

@@ -3,6 +3,8 @@ it.  All were fixed in bcda98b (e0a3075 for the first); they stay as regression 
 A bug found later goes here as a strict xfail until it is fixed."""
 from __future__ import annotations
 
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -265,3 +267,70 @@ def test_check_with_pages_of_no_tokens_names_the_empty_range(capsys):
     assert "\n                  ^~~" in err
     # with no sequences there is nothing to draw, and the check runs
     assert cli.main(["check", "examples/decode_paged_step.moa", "-D", "page=0", "-D", "B=0"]) == 0
+
+
+def test_check_tolerance_is_per_output(tmp_path, capsys):
+    # moac check added up the reductions of every statement and gave each output that
+    # length: y = x + 1 beside z = + red A (n = 2000) was checked with L = 6001, 80 times
+    # looser than y alone.  Now each output gets the chain that feeds it
+    from moac import cli
+    from moac.commands import reduction_lengths
+    src = tmp_path / "tol.moa"
+    src.write_text("size n, m\ninput x : f32 ⟨n⟩\ninput A : f32 ⟨n m⟩\ny = x + 1\nz = + red A\n"
+                   "w = + red (+ red Ω⟨1⟩ A)\noutput y, z, w\n")
+    assert cli.main(["check", str(src), "--target", "c", "-D", "n=2000", "-D", "m=4", "--json"]) == 0
+    import json
+    out = {o["name"]: o["reduction_length"] for o in json.loads(capsys.readouterr().out)["outputs"]}
+    assert out == {"y": 1, "z": 2001, "w": 2005}
+    prog = moac.parse(src.read_text(), "tol.moa")
+    assert reduction_lengths(prog.onf(target="c"), {"n": 2000, "m": 4}) == out
+
+
+@pytest.mark.parametrize("target", ["c", "openmp", "openacc"])
+def test_the_c_entry_refuses_sizes_that_break_a_condition(tmp_path, target):
+    # the C that moac compile writes read past x's end when a C caller passed n = 3 for
+    # 5 △ x (AddressSanitizer: heap-buffer-overflow): the conditions on the sizes were
+    # checked only by the Python call.  The entry now tests them first and returns 6
+    from test_back_common import gcc
+    prog = moac.parse("size n\ninput x : f32 ⟨n⟩\ny = 5 △ x\noutput y\n", "take.moa")
+    c = prog.c_source(target=target)
+    assert "if (!(5 <= n_))   /* △ count |5| must not exceed n */\n        return 6;" in c
+    assert "6 if the sizes break a\n * condition of the program" in c
+    (tmp_path / "take.c").write_text(c)
+    (tmp_path / "main.c").write_text(
+        "#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n"
+        "int moac_take(const float *x, float *y, int64_t n);\n"
+        "int main(void) { float *x = malloc(3 * sizeof *x), y[5];\n"
+        "  x[0] = x[1] = x[2] = 1.0f;\n"
+        "  int bad = moac_take(x, y, 3); free(x);\n"
+        "  float z[7] = {1, 2, 3, 4, 5, 6, 7};\n"
+        "  int good = moac_take(z, y, 7);\n"
+        "  printf(\"%d %d %g\\n\", bad, good, y[4]); return 0; }\n")
+    r = gcc("-O1", "-fsanitize=address", "take.c", "main.c", "-o", "t", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    run = subprocess.run([str(tmp_path / "t")], capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.split() == ["6", "0", "5"], run.stdout + run.stderr
+
+
+def test_fixed_sizes_that_break_a_condition_are_refused_at_compile_time():
+    # moac compile take.moa -D n=3 wrote C that could only read past x's end; now the
+    # fixed size is refused where the condition comes from
+    prog = moac.parse("size n\ninput x : f32 ⟨n⟩\ny = 5 △ x\noutput y\n", "take.moa")
+    with pytest.raises(moac.ArgumentError, match=r"△ count \|5\| must not exceed n, but n = 3") as e:
+        prog.c_source(target="c", sizes={"n": 3})
+    assert (e.value.span.line, e.value.span.col) == (3, 5)
+    assert "return 6" not in prog.c_source(target="c", sizes={"n": 7})     # it holds: nothing left to test
+    with pytest.raises(moac.ArgumentError, match=r"size n = -1: sizes are integers"):
+        prog.c_source(target="c", sizes={"n": -1})
+    with pytest.raises(moac.ArgumentError, match="unknown target 'hip'"):
+        prog.c_source(target="hip")
+    with pytest.raises(moac.ArgumentError, match="mapping must be 'auto' or 'naive'"):
+        prog.c_source(target="c", mapping="bad")
+    with pytest.raises(moac.ArgumentError, match="unexpected argument"):
+        prog.evaluate(x=np.zeros(7, np.float32), W=np.zeros(7))
+
+
+def test_index_bits_32_with_fixed_sizes_too_large_is_refused():
+    prog = example("decode")
+    with pytest.raises(moac.RewriteError, match=r"32-bit indices \(--index-bits 32\) cannot address 'K'"):
+        prog.c_source(target="c", sizes={"n": 3_000_000_000, "dk": 128, "dv": 128}, index_bits=32)

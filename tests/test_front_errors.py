@@ -94,7 +94,7 @@ CASES = {
     "inner-lengths-differ": (
         V + "z = A +.× A\noutput z", moac.ShapeError,
         "inner product +.× contracts the last axis of the left operand (length m) with the first axis of "
-        "the right operand (length n); they differ (⟨n m⟩ vs ⟨n m⟩)", 6, 5),
+        "the right operand (length n); they differ (shapes ⟨n m⟩ and ⟨n m⟩)", 6, 5),
     "monadic-function-used-dyadically": (
         V + "z = x softmax x\noutput z", moac.ShapeError,
         "'softmax' is monadic (takes 1 argument(s)), given 2", 6, 7),
@@ -106,6 +106,17 @@ CASES = {
     "function-as-value": (
         V + "z = softmax\noutput z", moac.ParseError,
         "unexpected end of line; expected an expression or statement", 6, 12),
+    "output-before-its-definition": (
+        V + "output z\nz = x + 1", moac.NameError_, "output 'z' is defined only later, on line 7; list it after "
+        "its definition", 6, 8),
+    "update-with-a-row-for-a-matrix": (
+        "size n\ninput x : f32 ⟨n⟩\ninput A : f32 ⟨n n⟩\nupdate A ← x + 1\n", moac.ShapeError,
+        "update of 'A' ⟨n n⟩ needs an array of rank 2 (rows of shape ⟨n⟩); got rank 1, ⟨n⟩", 4, 12),
+    "iota-negative": (
+        V + "z = ι ¯3\noutput z", moac.ShapeError, "ι count -3 is negative", 6, 7),
+    "reshape-negative": (
+        "input x : f32 ⟨6⟩\nw = ⟨¯2 ¯3⟩ ρ x\noutput w\n", moac.ShapeError,
+        "the new shape of ρ has a negative item -2 (item 0)", 2, 5),
 }
 
 
@@ -138,7 +149,7 @@ def test_seed_paper_score_step_names_both_fixes():
     e = info.value
     assert (e.span.line, e.span.col) == (4, 5)
     assert e.message == ("inner product +.× contracts the last axis of the left operand (length dk) with "
-                         "the first axis of the right operand (length n); they differ (⟨dk⟩ vs ⟨n dk⟩)")
+                         "the first axis of the right operand (length n); they differ (shapes ⟨dk⟩ and ⟨n dk⟩)")
     note = " ".join(e.notes)
     assert "`q +.× ⍉K`" in note
     assert "`q (+.× Ω⟨1 1⟩) K`" in note
@@ -285,6 +296,31 @@ def test_a_divisor_size_fixed_to_zero_gives_the_empty_kernel():
 
 
 def test_check_refuses_inputs_too_large_for_memory():
-    r = subprocess.run([sys.executable, "-m", "moac", "check", "examples/decode.moa", "-D", "n=99999999999999999999"],
+    r = subprocess.run([sys.executable, "-m", "moac", "check", "examples/decode.moa", "-D", "n=999999999999999999"],
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 1 and "GiB" in r.stderr and "internal error" not in r.stderr, r.stderr
+    # a size of 2^63 or more is no C int64_t: refused with the flags, before any compile
+    r = subprocess.run([sys.executable, "-m", "moac", "check", "examples/decode.moa", "-D", "n=99999999999999999999"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2 and "does not fit in 64 bits" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("comment, reads", [("# a comment", "catenation"), ("// a comment", "division")])
+def test_another_languages_comment_gets_a_note(comment, reads):
+    with pytest.raises(moac.ParseError) as e:          # two names: `a comment`
+        moac.parse(f"size n\ninput x : f32 ⟨n⟩\ny = x + 1  {comment}\noutput y\n", "c.moa")
+    assert e.value.message == "unexpected 'comment'; expected an expression or statement"
+    assert e.value.notes and "a comment starts with --" in e.value.notes[0]
+    with pytest.raises(moac.NameError_) as e:          # one
+        moac.parse(f"size n\ninput x : f32 ⟨n⟩\ny = x + 1  {comment.replace('a ', '')}\noutput y\n", "c.moa")
+    assert e.value.message == "undefined name 'comment'"
+    assert e.value.notes == (f"a comment starts with -- (here {comment.split()[0]} is read as {reads}, and what "
+                             "follows it as names)",)
+
+
+def test_the_caret_keeps_the_lines_tabs():
+    # with tabs before the error the caret stood at the character count, left of where a
+    # terminal shows the name; the caret line now repeats the source line's tabs
+    with pytest.raises(moac.NameError_) as e:
+        moac.parse("size n\ninput x : f32 ⟨n⟩\ny = x +\t\tq\noutput y\n", "tab.moa")
+    assert e.value.render().splitlines()[1:] == ["    y = x +\t\tq", "           \t\t^"]

@@ -41,8 +41,10 @@ def test_psi_of_every_index_vector_gives_the_array_back(target):
     np.testing.assert_array_equal(got["B"], A)
     np.testing.assert_array_equal(got["C"], A[1:])
     np.testing.assert_array_equal(ref["C"], A[1:])
-    # the frame decides the bounds: nothing is left to check when the kernel runs
-    assert "require" not in str(moac.parse(src, "x.moa").dnf())
+    # the frame decides the ψ bounds: what is left to check when the kernel runs is that
+    # ι ⟨n − 1⟩ has a length (n ≥ 1)
+    requires = [ln for ln in str(moac.parse(src, "x.moa").dnf()).splitlines() if ln.startswith("require")]
+    assert requires == ["require n - 1 >= 0    -- ι's shape vector item 0 (n - 1) must be ≥ 0"]
 
 
 def test_an_index_the_frame_pushes_out_of_range_is_a_compile_time_error():
@@ -105,6 +107,7 @@ def test_a_computed_static_index_and_take_applied_to_cells(target):
 
 @pytest.mark.parametrize("src, message, col", [
     ("I = ι ⟨2 ¯1⟩\noutput I\n", "ι's shape vector has a negative item -1 (item 1)", 7),
+    ("I = ι ¯3\noutput I\n", "ι count -3 is negative", 7),
     ("input x : f32 ⟨3⟩\nI = ι x\noutput I\n", "ι needs a static integer or a static shape vector, got 'x'", 7),
     ("size V, T, d\ninput E : f32 ⟨V d⟩\ninput x : f32 ⟨T⟩\nX = x (ψ Ω⟨0 2⟩) E\noutput X\n",
      "a ψ index must be a static vector (numbers and sizes, or elements of an integer input), got 'x'", 5),
@@ -114,3 +117,24 @@ def test_index_errors_are_positioned(src, message, col):
         moac.parse(src, "x.moa")
     assert str(e.value).splitlines()[0].endswith(f"error: {message}")
     assert e.value.span.col == col
+
+
+@pytest.mark.parametrize("src, message", [
+    ("y = ι (n − 5)", "ι count n - 5 must be ≥ 0, but n = 2"),
+    ("y = + red ι (n − 5)", "ι count n - 5 must be ≥ 0, but n = 2"),
+    ("y = ι ⟨2 (n − 5)⟩", r"ι's shape vector item 1 \(n - 5\) must be ≥ 0, but n = 2"),
+])
+def test_iota_of_a_count_of_unknown_sign_is_a_run_time_condition(src, message):
+    # ι (n − 5) had no condition: with n = 2 a call raised numpy's "negative dimensions are
+    # not allowed", moac check exited with an internal error, and + red ι (n − 5) was judged
+    # a MISMATCH with a NaN tolerance.  Now n − 5 ≥ 0 is required, as a △ count's bound is
+    prog = moac.parse(f"size n\ninput x : f32 ⟨n⟩\n{src}\noutput y\n", "x.moa")
+    assert "require n - 5 >= 0" in str(prog.dnf())
+    kern = prog.compile(target="c")
+    with pytest.raises(moac.ArgumentError, match=message):
+        kern(x=np.zeros(2, np.float32))
+    with pytest.raises(moac.ArgumentError, match=message):
+        prog.evaluate(x=np.zeros(2, np.float32))
+    got = kern(x=np.zeros(7, np.float32))["y"]
+    ref = prog.evaluate(x=np.zeros(7, np.float32))["y"]
+    np.testing.assert_array_equal(got, ref)

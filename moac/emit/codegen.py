@@ -310,11 +310,32 @@ def context(unit: CUnit, sig: Signature, target, helper_prefix: str | None = Non
         copy_to_device=target.copy_to_device, copy_from_device=target.copy_from_device,
         prologue=prologue, prologue_vars=[d.name for d in unit.prologue if isinstance(d, cir.Decl)],
         aligned=unit.aligned, aligned16=unit.aligned16, dual=unit.index_bits == 0,
+        conditions=[dict(test=t, message=m) for t, m in unit.conditions],
+        returns=lambda first: _returns(first, unit),
         narrow=([p.cname for p in sig.params if p.kind == "size"] + [d.name for d in unit.prologue
                                                                       if isinstance(d, cir.Decl)])
         if unit.index_bits in (0, 32) else [],
         counts=list(unit.sizes.values()), linkage="",
     )
+
+
+def _returns(first: str, unit: CUnit) -> str:
+    """An entry's comment line(s) " * Returns 0 on success, `first`, …" with the return codes
+    of the checks (entry.j2) this unit has: 2 alignment, 3 32-bit sizes, 6 the conditions."""
+    import textwrap
+    text = f"Returns 0 on success, {first}{_refusals(unit)}."
+    return "\n".join(textwrap.wrap(text, 92, initial_indent=" * ", subsequent_indent=" * "))
+
+
+def _refusals(unit: CUnit) -> str:
+    out = ""
+    if unit.aligned or unit.aligned16:
+        out += ", 2 if an input is not aligned for its packed loads"
+    if unit.index_bits == 32:
+        out += ", 3 if the sizes are too large for 32-bit indices"
+    if unit.conditions:
+        out += ", 6 if the sizes break a condition of the program (the entry's first lines)"
+    return out
 
 
 def to_c(unit: CUnit, sig: Signature, target) -> str:

@@ -329,15 +329,18 @@ def empty_range(program, env: dict) -> None:
         cond = sp.sympify(c.cond)
         if not isinstance(cond, (sp.LessThan, sp.StrictLessThan)) or not isinstance(cond.lhs, AppliedUndef):
             continue
-        if has_data(cond.rhs) or any(int(sp.sympify(x).xreplace(env)) <= 0 for _, x in c.over):
+        if has_data(cond.rhs):
             continue
-        top = sp.sympify(cond.rhs).xreplace(env)
+        extents = [sp.sympify(sp.sympify(x).xreplace(env)) for _, x in c.over]
+        if any(not x.is_Integer or int(x) <= 0 for x in extents):
+            continue                     # no element to draw (or not known here)
+        top = sp.sympify(sp.sympify(cond.rhs).xreplace(env))
         if not top.is_Integer:
             continue
         if int(top) - isinstance(cond, sp.StrictLessThan) < 0:
-            from .core import show_expr
             bound = sp.sympify(cond.rhs)
-            shown = f"{show_expr(bound)} = {int(top)}" if not bound.is_Integer else str(int(top))
+            text = show(bound).replace("**", "^").replace("*", "·")      # as core.show_expr prints it
+            shown = f"{text} = {int(top)}" if not bound.is_Integer else str(int(top))
             raise MoacError(f"no integer inputs exist for these sizes: {c.message}, and {shown} leaves no "
                             "value ≥ 0 for it", c.span, program.source)
 

@@ -1,10 +1,9 @@
 """Expressions -> core nodes: the elaborator of stage 2.
 
-It resolves names, inlines user functions (the prelude's `softmax` among them),
-turns every operator into one core node, and infers each node's shape.  Every
-shape rule of DESIGN.md §3 is checked here; a violation is a ShapeError at the
-offending expression.  Shape conditions that only the run-time sizes decide are
-collected as constraints.
+It resolves names, inlines user functions (the prelude's `softmax` among them), turns every
+operator into one core node, and infers each node's shape.  Every shape rule of DESIGN.md §3
+is checked here; a violation is a ShapeError at the offending expression.  Shape conditions
+that only the run-time sizes decide are collected as constraints.
 """
 from __future__ import annotations
 
@@ -192,6 +191,9 @@ class Elab(DataShapes):
         if op == "rho":
             new = self.static_vector_of(lc, left, "the new shape of ρ")
             self.rectangular(a, right, "ρ")
+            for k, d in enumerate(new):
+                self.length_item(d, f"the new shape of ρ has a negative item {show_expr(d)} (item {k})",
+                                 f"item {k} of ρ's new shape ({show_expr(d)}) must be ≥ 0", left)
             if not same(sp.Mul(*new), sp.Mul(*a.shape)):
                 raise self.err(ShapeError, f"reshape to {show_shape(new)} must keep the number of elements: "
                                f"π{show_shape(new)} = {show_expr(sp.Mul(*new))} but τ{self.text(right)} = "
@@ -292,15 +294,23 @@ class Elab(DataShapes):
                                f"{self.text(arg_node)!r}", arg_node)
             self.no_data(dims, arg_node)
             for k, d in enumerate(dims):
-                if provably(sp.Lt(d, 0)):
-                    raise self.err(ShapeError, f"ι's shape vector has a negative item {d} (item {k})", arg_node)
+                self.length_item(d, f"ι's shape vector has a negative item {d} (item {k})",
+                                f"ι's shape vector item {k} ({show_expr(d)}) must be ≥ 0", arg_node)
             return CIndices(node.span, tuple(dims) + (sp.Integer(len(dims)),), tuple(dims))
         n = self.core_static(a)
         if n is None or a.rank != 0:
             raise self.err(ShapeError, f"ι needs a static integer or a static shape vector, got "
                            f"{self.text(arg_node)!r}", arg_node)
         self.no_data(n, arg_node)
+        self.length_item(n, f"ι count {show_expr(n)} is negative", f"ι count {show_expr(n)} must be ≥ 0", arg_node)
         return CIota(node.span, (n,), n)
+
+    def length_item(self, d, negative: str, condition: str, arg_node) -> None:
+        """An axis length of ι or ρ: an error if provably negative, else a run-time condition d ≥ 0."""
+        if provably(sp.Lt(d, 0)):
+            raise self.err(ShapeError, negative, arg_node)
+        if not provably(sp.Ge(d, 0)):
+            self.constraints.append(Constraint(sp.Ge(d, 0), condition, arg_node.span))
 
     def psi(self, idx: tuple, a: Core, node, idx_node) -> Core:
         if len(idx) > a.rank:
@@ -441,7 +451,7 @@ class Elab(DataShapes):
                              f"`{lt} {self.text(fn)} ⍉{rt}` or `{lt} ({self.text(fn)} Ω⟨1 1⟩) {rt}`")
             raise self.err(ShapeError, f"inner product {self.text(fn)} contracts the last axis of the left operand "
                            f"(length {a.shape[-1]}) with the first axis of the right operand (length "
-                           f"{b.shape[0]}); they differ ({show_shape(a.shape)} vs {show_shape(b.shape)})",
+                           f"{b.shape[0]}); they differ (shapes {show_shape(a.shape)} and {show_shape(b.shape)})",
                            node, notes)
         for x, xn in zip((a, b), arg_nodes):
             self.cells_only(x, xn, self.text(fn))

@@ -20,6 +20,13 @@ def bind_sizes(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) 
 
 
 def evaluate(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) -> dict:
+    from ..errors import ArgumentError
+    names = [i.name for i in program.inputs]
+    extra, missing = sorted(set(arrays) - set(names)), [n for n in names if n not in arrays]
+    if extra or missing:
+        what = "; ".join(x for x in (extra and f"unexpected argument(s) {', '.join(extra)}",
+                                     missing and f"missing input(s) {', '.join(missing)}") if x)
+        raise ArgumentError(f"{what}: the program's inputs are {', '.join(names) or 'none'} (sizes go in sizes=)")
     env = bind_sizes(program, arrays, sizes)
     from ..dtypes import as_float64
     inputs = {i.name: as_float64(i.dtype, arrays[i.name]) for i in program.inputs}

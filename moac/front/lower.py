@@ -18,7 +18,7 @@ import sympy as sp
 from . import syntax as S
 from . import core as C
 from .core import (CInput, CNamed, Constraint, CoreProgram, InputInfo, provably, provably_false, same_shape,
-                   show_shape, size_symbol)
+                   show_expr, show_shape, size_symbol)
 from .data import INDEX_DTYPES, dependent, quantifier
 from .elaborate import Elab, Scope
 from ..errors import MoacError, NameError_, ShapeError, Source, Span
@@ -34,6 +34,18 @@ def _prelude_text() -> str:
 def prelude_fnames() -> frozenset:
     """Names of the functions the prelude defines (the parser treats them as functions)."""
     return S.defined_fnames(_prelude_text())
+
+
+def comment_note(e) -> None:
+    """A note on a parse or name error after `#` or `//` on its line: another language's
+    comment (in MoA `#` catenates and `/` divides; a comment starts with --)."""
+    if e.notes or e.source is None or e.span is None:
+        return
+    before = e.source.line(e.span.line)[:e.span.col - 1]
+    mark = next((m for m in ("//", "#") if m in before), None)
+    if mark is not None:
+        e.notes = (f"a comment starts with -- (here {mark} is read as {'catenation' if mark == '#' else 'division'}, "
+                   "and what follows it as names)",)
 
 
 def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgram:
@@ -111,6 +123,11 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
                 for nm, dt in zip(names, dts or (None,) * len(names)):
                     v = glob.lookup(nm.id)
                     if v is None:
+                        later = next((x.name.span.line for x in module.stmts
+                                      if isinstance(x, S.Assign) and x.name.id == nm.id), None)
+                        if later is not None:
+                            raise el.err(NameError_, f"output '{nm.id}' is defined only later, on line {later}; "
+                                         "list it after its definition", nm)
                         raise el.err(NameError_, f"output '{nm.id}' is not defined", nm)
                     if any(o[0] == nm.id for o in outputs):
                         raise el.err(NameError_, f"output '{nm.id}' is listed twice", nm)
@@ -190,7 +207,13 @@ def _update(el: Elab, nm: S.Name, e: S.Node, glob: Scope, updates: list, span: S
     if any(u[0] == nm.id for u in updates):
         raise el.err(NameError_, f"'{nm.id}' is updated twice", nm)
     value = el.expr(e, glob)
-    if value.rank != target.rank or value.rank == 0 or not same_shape(value.shape[1:], target.shape[1:]):
+    if value.rank != target.rank or value.rank == 0:
+        raise el.err(ShapeError, f"update of '{nm.id}' {show_shape(target.shape)} needs an array of rank "
+                     f"{target.rank} (rows of shape {show_shape(target.shape[1:])}); got rank {value.rank}, "
+                     f"{show_shape(value.shape)}", e,
+                     [f"one row: write ⟨1 {' '.join(show_expr(x) for x in value.shape)}⟩ ρ (…)"]
+                     if value.rank == target.rank - 1 and same_shape(value.shape, target.shape[1:]) else [])
+    if not same_shape(value.shape[1:], target.shape[1:]):
         raise el.err(ShapeError, f"update of '{nm.id}' {show_shape(target.shape)} needs rows of shape "
                      f"{show_shape(target.shape[1:])}; got {show_shape(value.shape)}", e)
     rows, cap = value.shape[0], target.shape[0]

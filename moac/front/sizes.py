@@ -57,12 +57,22 @@ def _solve_all(eqs: list, env: dict, impossible, stuck) -> None:
             raise stuck(pending[0])
 
 
-def resolve(program, given: dict) -> dict:
-    """Symbols bound by explicitly given sizes (names may be independent or derived)."""
+def resolve(program, given: dict, strict: bool = True) -> dict:
+    """Symbols bound by explicitly given sizes (names may be independent or derived).
+    `strict` (sizes fixed at compile time): each must be an integer in [0, 2^63), and a
+    condition on the sizes alone that they make false is an error here; a call's binding
+    (`bind`) checks its values and the conditions itself, the conditions after the shapes."""
     plain = {s.name: s for s in program.sizes}
     derived = dict(program.derived)
     env: dict = {}
     for name, v in given.items():
+        if not strict:
+            pass                           # a call's sizes: its binding checks them (moac.jit.binding)
+        elif isinstance(v, bool) or not isinstance(v, (int, sp.Integer)) and not hasattr(v, "__index__"):
+            raise ArgumentError(f"size {name} = {v!r}: a size is an integer")
+        elif not 0 <= int(v) < 2**63:
+            raise ArgumentError(f"size {name} = {int(v)}: sizes are integers in [0, 2^63)",
+                                program.size_spans.get(name), program.source)
         if name in plain:
             env[plain[name]] = sp.Integer(int(v))
         elif name not in derived:
@@ -80,14 +90,38 @@ def resolve(program, given: dict) -> dict:
         return ArgumentError(f"size {name} = {v} needs the other sizes of {name} = {_show(expr)} fixed too",
                              program.size_spans.get(name), program.source)
     _solve_all(eqs, env, impossible, stuck)
+    if strict:
+        _conditions_hold(program, env)
     return env
+
+
+def _conditions_hold(program, env: dict) -> None:
+    """An ArgumentError at the first condition on the sizes alone (a △ count within its
+    axis, a ψ index in range, ι's length ≥ 0) that the fixed sizes make false: the C a
+    compile writes for them would read outside its arrays."""
+    from .data import on_data
+    if not env:
+        return
+    for c in program.constraints:
+        if on_data(c):
+            continue                       # checked with the integer inputs, at the call
+        cond = sp.sympify(c.cond)
+        if not cond.free_symbols <= set(env):
+            continue
+        try:
+            value = cond.xreplace(env)
+        except (TypeError, ZeroDivisionError):
+            continue
+        if value is sp.false:
+            shown = ", ".join(f"{s.name} = {env[s]}" for s in sorted(cond.free_symbols, key=lambda s: s.name))
+            raise ArgumentError(f"{c.message}, but {shown}", c.span, program.source)
 
 
 def bind(program, shapes: dict, given: dict | None = None) -> dict:
     """Bind every size from given values and the arrays' shapes (name -> tuple of ints);
     a mismatch raises ArgumentError naming the input, the axis, the expected extent and
     what was given.  Run-time conditions (take counts, ψ indices) are checked last."""
-    env = resolve(program, given or {})
+    env = resolve(program, given or {}, strict=False)
     eqs = []
     for info in program.inputs:
         if info.name not in shapes:

@@ -215,7 +215,7 @@ class LastGang:
     kernel: str
     body: tuple
     note: str = ""
-    otherwise: object = None   # ¬when, as relations (the condition `kernel` carries: Kernel.unfolded)
+    otherwise: object = None   # ¬when, as relations (the condition `kernel` carries: LoopKernel.unfolded)
     zero: tuple = ()           # outputs zero-filled before the kernel where `when` holds
     counted: object = None     # where some frame has two partials or more, so that its gangs count: the
                                # counters are zeroed only there (None: where `when` holds)
@@ -350,7 +350,8 @@ class Choice:
 
 
 @dataclass(frozen=True, slots=True)
-class Kernel:
+class LoopKernel:
+    """One kernel of a Schedule, as a loop tree (the loaded library is moac.jit.kernel.Kernel)."""
     name: str
     comment: str
     domain: tuple        # (DNF variable, extent): the iteration space the kernel enumerates

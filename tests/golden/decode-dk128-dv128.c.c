@@ -58,7 +58,8 @@ size_t moac_decode_workspace_bytes(int64_t n_)
 
 /* Scratch lives in `workspace` (moac_decode_workspace_bytes() bytes, any alignment of 4 bytes);
  * with workspace == NULL it is allocated and freed here.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+ * Returns 0 on success, 1 if scratch memory could not be allocated, 2 if an input is not
+ * aligned for its packed loads. */
 int moac_decode_with_workspace(const float *restrict q_, const float *restrict K_, const float *restrict V_, float *restrict out_, int64_t n_, void *workspace)
 {
     if ((uintptr_t)K_ % 8 != 0)     /* read in packed 8-byte words */
@@ -244,7 +245,8 @@ int moac_decode_with_workspace(const float *restrict q_, const float *restrict K
 }
 
 /* The same with scratch allocated and freed here.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+ * Returns 0 on success, 1 if scratch memory could not be allocated, 2 if an input is not
+ * aligned for its packed loads. */
 int moac_decode(const float *restrict q_, const float *restrict K_, const float *restrict V_, float *restrict out_, int64_t n_)
 {
     return moac_decode_with_workspace(q_, K_, V_, out_, n_, NULL);

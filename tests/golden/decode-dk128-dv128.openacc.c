@@ -93,7 +93,8 @@ static int moac_decode_fits32(int64_t n_)
  * device pointer (acc_malloc, or a CUDA allocation in the same context).  Scratch lives
  * in `workspace` (moac_decode_workspace_bytes() bytes of device memory); with
  * workspace == NULL it is allocated and freed here.  Nothing is copied.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+ * Returns 0 on success, 1 if scratch memory could not be allocated, 2 if an input is not
+ * aligned for its packed loads. */
 int moac_decode_device(const float *restrict q_, const float *restrict K_, const float *restrict V_, float *restrict out_, int64_t n_, void *workspace)
 {
     if ((uintptr_t)K_ % 8 != 0)     /* read in packed 8-byte words */
@@ -474,7 +475,8 @@ int moac_decode_device(const float *restrict q_, const float *restrict K_, const
 /* The computation for host arrays: each array is copied once into device memory of its own
  * (acc_malloc, aligned for packed loads), the device entry runs on the copies and the
  * results come back; without a device, the host runs it in place.
- * Returns 0 on success, 1 if memory could not be allocated. */
+ * Returns 0 on success, 1 if memory could not be allocated, 2 if an input is not aligned
+ * for its packed loads. */
 int moac_decode(const float *restrict q_, const float *restrict K_, const float *restrict V_, float *restrict out_, int64_t n_)
 {
 #ifdef _OPENACC

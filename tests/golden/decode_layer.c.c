@@ -52,9 +52,14 @@ size_t moac_decode_layer_workspace_bytes(int64_t N_, int64_t n_, int64_t dm_, in
 
 /* Scratch lives in `workspace` (moac_decode_layer_workspace_bytes() bytes, any alignment of 4 bytes);
  * with workspace == NULL it is allocated and freed here.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+ * Returns 0 on success, 1 if scratch memory could not be allocated, 6 if the sizes break a
+ * condition of the program (the entry's first lines). */
 int moac_decode_layer_with_workspace(const float *restrict Wq_, const float *restrict Wk_, const float *restrict Wv_, const float *restrict x_, float *restrict Kc_, float *restrict Vc_, float *restrict out_, int64_t N_, int64_t n_, int64_t dm_, int64_t dk_, void *workspace)
 {
+    if (!(n_ <= N_))   /* △ count |n| must not exceed N */
+        return 6;
+    if (!(n_ + 1 <= N_))   /* 'Kc' is full: the update needs n + 1 rows, it holds N */
+        return 6;
     int64_t chunk = moac_chunk(n_ + 1, 1, 16);
     size_t ws_bytes = moac_decode_layer_workspace_bytes(N_, n_, dm_, dk_);
     char *ws = workspace;
@@ -249,7 +254,8 @@ int moac_decode_layer_with_workspace(const float *restrict Wq_, const float *res
 }
 
 /* The same with scratch allocated and freed here.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+ * Returns 0 on success, 1 if scratch memory could not be allocated, 6 if the sizes break a
+ * condition of the program (the entry's first lines). */
 int moac_decode_layer(const float *restrict Wq_, const float *restrict Wk_, const float *restrict Wv_, const float *restrict x_, float *restrict Kc_, float *restrict Vc_, float *restrict out_, int64_t N_, int64_t n_, int64_t dm_, int64_t dk_)
 {
     return moac_decode_layer_with_workspace(Wq_, Wk_, Wv_, x_, Kc_, Vc_, out_, N_, n_, dm_, dk_, NULL);

@@ -85,9 +85,14 @@ static int moac_decode_layer_fits32(int64_t N_, int64_t n_, int64_t dm_, int64_t
  * device pointer (acc_malloc, or a CUDA allocation in the same context).  Scratch lives
  * in `workspace` (moac_decode_layer_workspace_bytes() bytes of device memory); with
  * workspace == NULL it is allocated and freed here.  Nothing is copied.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+ * Returns 0 on success, 1 if scratch memory could not be allocated, 6 if the sizes break a
+ * condition of the program (the entry's first lines). */
 int moac_decode_layer_device(const float *restrict Wq_, const float *restrict Wk_, const float *restrict Wv_, const float *restrict x_, float *restrict Kc_, float *restrict Vc_, float *restrict out_, int64_t N_, int64_t n_, int64_t dm_, int64_t dk_, void *workspace)
 {
+    if (!(n_ <= N_))   /* △ count |n| must not exceed N */
+        return 6;
+    if (!(n_ + 1 <= N_))   /* 'Kc' is full: the update needs n + 1 rows, it holds N */
+        return 6;
     int64_t chunk = moac_chunk(n_ + 1, 1, 16);
     size_t ws_bytes = moac_decode_layer_workspace_bytes(N_, n_, dm_, dk_);
     char *ws = workspace;
@@ -512,7 +517,8 @@ int moac_decode_layer_device(const float *restrict Wq_, const float *restrict Wk
 /* The computation for host arrays: each array is copied once into device memory of its own
  * (acc_malloc, aligned for packed loads), the device entry runs on the copies and the
  * results come back; without a device, the host runs it in place.
- * Returns 0 on success, 1 if memory could not be allocated. */
+ * Returns 0 on success, 1 if memory could not be allocated, 6 if the sizes break a
+ * condition of the program (the entry's first lines). */
 int moac_decode_layer(const float *restrict Wq_, const float *restrict Wk_, const float *restrict Wv_, const float *restrict x_, float *restrict Kc_, float *restrict Vc_, float *restrict out_, int64_t N_, int64_t n_, int64_t dm_, int64_t dk_)
 {
 #ifdef _OPENACC

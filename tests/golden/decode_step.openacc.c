@@ -85,9 +85,14 @@ static int moac_decode_step_fits32(int64_t N_, int64_t n_, int64_t dk_, int64_t 
  * device pointer (acc_malloc, or a CUDA allocation in the same context).  Scratch lives
  * in `workspace` (moac_decode_step_workspace_bytes() bytes of device memory); with
  * workspace == NULL it is allocated and freed here.  Nothing is copied.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+ * Returns 0 on success, 1 if scratch memory could not be allocated, 6 if the sizes break a
+ * condition of the program (the entry's first lines). */
 int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const float *restrict q_, const float *restrict k_, const float *restrict v_, float *restrict out_, int64_t N_, int64_t n_, int64_t dk_, int64_t dv_, void *workspace)
 {
+    if (!(n_ <= N_))   /* △ count |n| must not exceed N */
+        return 6;
+    if (!(n_ + 1 <= N_))   /* 'Kc' is full: the update needs n + 1 rows, it holds N */
+        return 6;
     int64_t chunk = moac_chunk(n_ + 1, 1, 16);
     size_t ws_bytes = moac_decode_step_workspace_bytes(N_, n_, dk_, dv_);
     char *ws = workspace;
@@ -446,7 +451,8 @@ int moac_decode_step_device(float *restrict Kc_, float *restrict Vc_, const floa
 /* The computation for host arrays: each array is copied once into device memory of its own
  * (acc_malloc, aligned for packed loads), the device entry runs on the copies and the
  * results come back; without a device, the host runs it in place.
- * Returns 0 on success, 1 if memory could not be allocated. */
+ * Returns 0 on success, 1 if memory could not be allocated, 6 if the sizes break a
+ * condition of the program (the entry's first lines). */
 int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *restrict q_, const float *restrict k_, const float *restrict v_, float *restrict out_, int64_t N_, int64_t n_, int64_t dk_, int64_t dv_)
 {
 #ifdef _OPENACC

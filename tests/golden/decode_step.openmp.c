@@ -58,9 +58,14 @@ size_t moac_decode_step_workspace_bytes(int64_t N_, int64_t n_, int64_t dk_, int
 
 /* Scratch lives in `workspace` (moac_decode_step_workspace_bytes() bytes, any alignment of 4 bytes);
  * with workspace == NULL it is allocated and freed here.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+ * Returns 0 on success, 1 if scratch memory could not be allocated, 6 if the sizes break a
+ * condition of the program (the entry's first lines). */
 int moac_decode_step_with_workspace(float *restrict Kc_, float *restrict Vc_, const float *restrict q_, const float *restrict k_, const float *restrict v_, float *restrict out_, int64_t N_, int64_t n_, int64_t dk_, int64_t dv_, void *workspace)
 {
+    if (!(n_ <= N_))   /* △ count |n| must not exceed N */
+        return 6;
+    if (!(n_ + 1 <= N_))   /* 'Kc' is full: the update needs n + 1 rows, it holds N */
+        return 6;
     int64_t chunk = moac_chunk(n_ + 1, 1, 16);
     size_t ws_bytes = moac_decode_step_workspace_bytes(N_, n_, dk_, dv_);
     char *ws = workspace;
@@ -189,7 +194,8 @@ int moac_decode_step_with_workspace(float *restrict Kc_, float *restrict Vc_, co
 }
 
 /* The same with scratch allocated and freed here.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+ * Returns 0 on success, 1 if scratch memory could not be allocated, 6 if the sizes break a
+ * condition of the program (the entry's first lines). */
 int moac_decode_step(float *restrict Kc_, float *restrict Vc_, const float *restrict q_, const float *restrict k_, const float *restrict v_, float *restrict out_, int64_t N_, int64_t n_, int64_t dk_, int64_t dv_)
 {
     return moac_decode_step_with_workspace(Kc_, Vc_, q_, k_, v_, out_, N_, n_, dk_, dv_, NULL);

@@ -50,9 +50,16 @@ size_t moac_take_reverse_workspace_bytes(int64_t n_, int64_t m_)
 
 /* Scratch lives in `workspace` (moac_take_reverse_workspace_bytes() bytes, any alignment of 4 bytes);
  * with workspace == NULL it is allocated and freed here.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+ * Returns 0 on success, 1 if scratch memory could not be allocated, 6 if the sizes break a
+ * condition of the program (the entry's first lines). */
 int moac_take_reverse_with_workspace(const float *restrict A_, float *restrict R_, float *restrict r_, float *restrict h_, int64_t n_, int64_t m_, void *workspace)
 {
+    if (!(3 <= n_))   /* △ count |-3| must not exceed n */
+        return 6;
+    if (!(1 <= n_))   /* ▽ count |1| must not exceed n */
+        return 6;
+    if (!(2 <= n_ - 1))   /* △ count |2| must not exceed n - 1 */
+        return 6;
     size_t ws_bytes = moac_take_reverse_workspace_bytes(n_, m_);
     char *ws = workspace;
     int own = !ws;
@@ -100,7 +107,8 @@ int moac_take_reverse_with_workspace(const float *restrict A_, float *restrict R
 }
 
 /* The same with scratch allocated and freed here.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+ * Returns 0 on success, 1 if scratch memory could not be allocated, 6 if the sizes break a
+ * condition of the program (the entry's first lines). */
 int moac_take_reverse(const float *restrict A_, float *restrict R_, float *restrict r_, float *restrict h_, int64_t n_, int64_t m_)
 {
     return moac_take_reverse_with_workspace(A_, R_, r_, h_, n_, m_, NULL);

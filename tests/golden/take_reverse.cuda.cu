@@ -193,10 +193,17 @@ __global__ void __launch_bounds__(32) moac_take_reverse_k3_h_i32(const float *__
  * `workspace` (moac_take_reverse_workspace_bytes() bytes of device memory); with workspace == NULL
  * it is allocated and freed on the stream here.
  * Returns 0 on success, 1 if scratch memory could not be allocated, 2 for a misaligned
- * array, 3 for sizes too large for 32-bit indices, 4 if a launch failed. */
+ * array, 3 for sizes too large for 32-bit indices, 4 if a launch failed, 6 if the sizes break
+ * a condition of the program (the entry's first lines). */
 extern "C" int moac_take_reverse_device(const float *__restrict__ A_, float *__restrict__ R_, float *__restrict__ r_, float *__restrict__ h_, int64_t n_, int64_t m_, void *workspace, void *stream)
 {
     cudaStream_t moac_stream = (cudaStream_t)stream;
+    if (!(3 <= n_))   /* △ count |-3| must not exceed n */
+        return 6;
+    if (!(1 <= n_))   /* ▽ count |1| must not exceed n */
+        return 6;
+    if (!(2 <= n_ - 1))   /* △ count |2| must not exceed n - 1 */
+        return 6;
     (void)workspace;
     if (moac_take_reverse_fits32(n_, m_)) {    /* every buffer has fewer than 2^31 elements */
         const int64_t moac_wide_n_ = n_;

@@ -81,9 +81,16 @@ static int moac_take_reverse_fits32(int64_t n_, int64_t m_)
  * device pointer (acc_malloc, or a CUDA allocation in the same context).  Scratch lives
  * in `workspace` (moac_take_reverse_workspace_bytes() bytes of device memory); with
  * workspace == NULL it is allocated and freed here.  Nothing is copied.
- * Returns 0 on success, 1 if scratch memory could not be allocated. */
+ * Returns 0 on success, 1 if scratch memory could not be allocated, 6 if the sizes break a
+ * condition of the program (the entry's first lines). */
 int moac_take_reverse_device(const float *restrict A_, float *restrict R_, float *restrict r_, float *restrict h_, int64_t n_, int64_t m_, void *workspace)
 {
+    if (!(3 <= n_))   /* △ count |-3| must not exceed n */
+        return 6;
+    if (!(1 <= n_))   /* ▽ count |1| must not exceed n */
+        return 6;
+    if (!(2 <= n_ - 1))   /* △ count |2| must not exceed n - 1 */
+        return 6;
     size_t ws_bytes = moac_take_reverse_workspace_bytes(n_, m_);
     char *ws = workspace;
     int own = !ws && ws_bytes;
@@ -195,7 +202,8 @@ int moac_take_reverse_device(const float *restrict A_, float *restrict R_, float
 /* The computation for host arrays: each array is copied once into device memory of its own
  * (acc_malloc, aligned for packed loads), the device entry runs on the copies and the
  * results come back; without a device, the host runs it in place.
- * Returns 0 on success, 1 if memory could not be allocated. */
+ * Returns 0 on success, 1 if memory could not be allocated, 6 if the sizes break a
+ * condition of the program (the entry's first lines). */
 int moac_take_reverse(const float *restrict A_, float *restrict R_, float *restrict r_, float *restrict h_, int64_t n_, int64_t m_)
 {
 #ifdef _OPENACC

@@ -16,7 +16,7 @@ from ...dnf import DRead, DReduce, DStmt, fmt_index, reads, substitute
 from ...dnf import children, map_children
 from ...dnf.passes import materialise
 from ..index import gamma, internal, lane_diff, narrow_update, size_key
-from ..ir import Buffer, Const, Kernel, Let, LetIndex, Lift, Local, Loop, Op, Serial, Scope, Set, Store, Guard
+from ..ir import Buffer, Const, LoopKernel, Let, LetIndex, Lift, Local, Loop, Op, Serial, Scope, Set, Store, Guard
 from ..lower import Names, lower, read
 
 NAME = "generic"
@@ -148,7 +148,7 @@ def _array(ctx, st: DStmt, body, shape, starts: dict, naive: bool):
         nest = gang_nest(loops, inner) if loops else (Serial(inner),)
     what = "update" if st.role == "update" else ""
     lanes = f"lanes over {vector.name}" if vector is not None else "no vector lanes"
-    ctx.kernels.append(Kernel(name, f"{st.name}: {what}{', ' if what else ''}{lanes}", domain, nest))
+    ctx.kernels.append(LoopKernel(name, f"{st.name}: {what}{', ' if what else ''}{lanes}", domain, nest))
 
 
 def _scalar_reduction(ctx, st: DStmt, red: DReduce):
@@ -164,7 +164,7 @@ def _scalar_reduction(ctx, st: DStmt, red: DReduce):
         g = internal("g")
         code = gang_nest([(g, sp.Integer(1), f"one gang: the extent {fmt_index(small)} ≤ {SMALL_REDUCTION} is "
                            "too small to split", sp.Integer(0))], tuple(pre) + (Store(st.name, st.target, st.target, x),))
-        ctx.kernels.append(Kernel(f"k{len(ctx.kernels) + 1}_{base}", f"{base}: {ops.red_symbol(op)} over "
+        ctx.kernels.append(LoopKernel(f"k{len(ctx.kernels) + 1}_{base}", f"{base}: {ops.red_symbol(op)} over "
                                   f"{v.name} in one gang, lanes over {v.name}", ((g, sp.Integer(1)),), code))
         return
     G = REDUCE_GANGS
@@ -184,13 +184,13 @@ def _scalar_reduction(ctx, st: DStmt, red: DReduce):
     gang_body = (Let(acc, Const(ops.identity(op))), lane, Store(part, (g,), (g,), Local(acc)))
     code = (Scope((LetIndex(cname, chunk),
                    Loop(g, sp.Integer(G), "gang", gang_body, note=f"gang g < {G}: one partial {sym} per gang"))),)
-    ctx.kernels.append(Kernel(f"k{len(ctx.kernels) + 1}_{base}_partials",
+    ctx.kernels.append(LoopKernel(f"k{len(ctx.kernels) + 1}_{base}_partials",
                               f"{base}: per-gang partial {sym} over {v.name}", ((v, ext), (g, sp.Integer(G))), code))
     comb = (Let("acc0", Const(ops.identity(op))),
             Loop(g, sp.Integer(G), "seq", (Set("acc0", Op(op, (Local("acc0"), read(part, (g,))))),),
                  note=f"combine the {G} partials"),
             Store(st.name, st.target, st.target, Local("acc0")))
-    ctx.kernels.append(Kernel(f"k{len(ctx.kernels) + 1}_{base}_combine",
+    ctx.kernels.append(LoopKernel(f"k{len(ctx.kernels) + 1}_{base}_combine",
                               f"{base}: combine the per-gang partials", ((g, sp.Integer(G)),), (Serial(comb),)))
 
 
@@ -198,7 +198,7 @@ def _serial(ctx, st: DStmt, body):
     names = Names()
     pre, x = lower(body, names)
     code = tuple(pre) + (Store(st.name, st.target, st.target, x),)
-    ctx.kernels.append(Kernel(f"k{len(ctx.kernels) + 1}_{st.name}", f"{st.name}: a single scalar", (), (Serial(code),)))
+    ctx.kernels.append(LoopKernel(f"k{len(ctx.kernels) + 1}_{st.name}", f"{st.name}: a single scalar", (), (Serial(code),)))
 
 
 def _stages(sub: dict) -> tuple:

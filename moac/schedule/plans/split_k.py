@@ -22,7 +22,7 @@ from ...front.data import INDEX_DTYPES, bounds, has_data, upper_bound
 from sympy.core.function import AppliedUndef
 from ...dnf.ir import format_expr
 from ..index import internal, ragged_pick
-from ..ir import Choice, Const, Guard, Kernel, LastGang, Let, LetIndex, Lift, Local, Loop, Op, Read, Select, Serial, Set, Store, Unpack
+from ..ir import Choice, Const, Guard, LoopKernel, LastGang, Let, LetIndex, Lift, Local, Loop, Op, Read, Select, Serial, Set, Store, Unpack
 from ..choices import CHUNK, CHUNKS_PER_FRAME, FLOOR_GANGS, MIN_CHUNK
 from ..lower import Names, lower, read
 from ..monoids import _exp_diff, lse_fold_lanes, lse_weight
@@ -226,7 +226,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
         loops, gang_body = [dense[0]] + [x for x in loops if x[0] not in (g, dense[1])], dense[2]
     nest = gang_nest(loops, gang_body)
     domain = tuple(zip(gang_frame, gang_ext)) + ((g, G), (l, Nd)) + tuple(zip(rest, rest_ext))
-    ctx.kernels.append(Kernel(f"k{len(ctx.kernels) + 1}_partials", "per-chunk partials of the softmax contraction (max, sum, weighted sum)"
+    ctx.kernels.append(LoopKernel(f"k{len(ctx.kernels) + 1}_partials", "per-chunk partials of the softmax contraction (max, sum, weighted sum)"
                               + (f", {M} heads per gang" if M > 1 else ""), domain, nest))
 
     # ---- kernel 2: the lse fold of the chunk partials, lanes over the partials g and
@@ -291,7 +291,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
         body4 = fold + (Store(at.out.name, tuple(at.out.vars), tuple(at.out.vars), over_z(Local("o0"))),) + _row_stores(ctx, at, names)
     nest2 = gang_nest(loops2, body4) if loops2 else (Serial(body4),)
     domain2 = tuple(zip(frame, frame_ext)) + ((g, G),) + tuple(zip(rest, rest_ext))
-    ctx.kernels.append(Kernel(f"k{len(ctx.kernels) + 1}_combine", "log-sum-exp merge of the chunk partials"
+    ctx.kernels.append(LoopKernel(f"k{len(ctx.kernels) + 1}_combine", "log-sum-exp merge of the chunk partials"
                               + "".join(f", {r.name}" for r in at.rows)
                               + ("" if isinstance(lastg, str) else " (on targets whose partials kernel folds its "
                                  "frames: only where it does not)"),
