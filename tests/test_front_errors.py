@@ -114,6 +114,9 @@ CASES = {
         "update of 'A' ⟨n n⟩ needs an array of rank 2 (rows of shape ⟨n⟩); got rank 1, ⟨n⟩", 4, 12),
     "iota-negative": (
         V + "z = ι ¯3\noutput z", moac.ShapeError, "ι count -3 is negative", 6, 7),
+    "size-divided-by-zero": (
+        "size n\nsize k = n ÷ 0\ninput x : f32 ⟨n⟩\n", moac.ShapeError,
+        "size k = n ÷ 0: the divisor must be positive (it would make n = k·0)", 2, 14),
     "reshape-negative": (
         "input x : f32 ⟨6⟩\nw = ⟨¯2 ¯3⟩ ρ x\noutput w\n", moac.ShapeError,
         "the new shape of ρ has a negative item -2 (item 0)", 2, 5),
@@ -324,3 +327,25 @@ def test_the_caret_keeps_the_lines_tabs():
     with pytest.raises(moac.NameError_) as e:
         moac.parse("size n\ninput x : f32 ⟨n⟩\ny = x +\t\tq\noutput y\n", "tab.moa")
     assert e.value.render().splitlines()[1:] == ["    y = x +\t\tq", "           \t\t^"]
+
+
+def test_an_inner_product_of_lengths_with_different_names_requires_them_equal():
+    # x +.× y with x : ⟨n⟩ and y : ⟨m⟩ was a hard error while x + y unified n and m with a
+    # run-time condition; the inner product now does the same (q +.× K, a transpose left
+    # out, stays the error it was)
+    prog = moac.parse("size n, m\ninput x : f32 ⟨n⟩\ninput y : f32 ⟨m⟩\nz = x +.× y\noutput z\n", "ip.moa")
+    assert "require n = m    -- +.× contracts the last axis of x (n) with the first of y (m)" in str(prog.dnf())
+    import numpy as np
+    kern = prog.compile(target="c")
+    assert float(kern(x=np.ones(3, np.float32), y=np.full(3, 2.0, np.float32))["z"]) == 6.0
+    with pytest.raises(moac.ArgumentError, match=r"they must be equal, but n = 3, m = 4"):
+        kern(x=np.ones(3, np.float32), y=np.ones(4, np.float32))
+    with pytest.raises(moac.ShapeError, match="they differ"):
+        moac.parse("size n\ninput x : f32 ⟨n⟩\ninput y : f32 ⟨(n + 1)⟩\nz = x +.× y\noutput z\n", "ip.moa")
+
+
+def test_a_reserved_word_as_a_name_gets_a_note():
+    with pytest.raises(moac.ParseError) as e:
+        moac.parse("size n, max\ninput x : f32 ⟨n⟩\n", "kw.moa")
+    assert e.value.message == "unexpected 'max'; expected a name"
+    assert e.value.notes == ("'max' is a reserved word (a function or operator of the notation); choose another name",)

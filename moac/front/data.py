@@ -155,7 +155,9 @@ class _Printer(StrPrinter):
         return f"⌈{self._quotient(e.args[0])}⌉"
 
     def _print_Mod(self, e):
-        a, b = (f"({self._print(x)})" if isinstance(x, sp.Add) else self._print(x) for x in e.args)
+        a, b = e.args
+        a = f"({self._print(a)})" if isinstance(a, sp.Add) else self._print(a)
+        b = f"({self._print(b)})" if isinstance(b, (sp.Add, sp.Mul)) else self._print(b)   # mod (g·m), not (… mod g)·m
         return f"({a} mod {b})"
 
     def _print_Min(self, e):

@@ -13,10 +13,11 @@ import sympy as sp
 from sympy.core.function import AppliedUndef
 
 from . import syntax as S
-from .core import (CCat, CCell, CConst, CDrop, CIndices, CInner, CInput, CIota, CMap, CNamed, COuter, Constraint,
-                   Core, CPsi, CRed, CReshape, CReverse, CSize, CTake, CVec, provably, same, same_shape,
+from .core import (CCat, CCell, CConst, CIndices, CInput, CIota, CMap, CNamed, COuter, Constraint,
+                   Core, CPsi, CRed, CReshape, CReverse, CSize, CVec, provably, same, same_shape,
                    show_expr, show_shape)
 from . import data as D
+from .agreement import Agreement
 from .data_shapes import ARITH, DataShapes, arith
 from ..errors import MoacError, NameError_, ParseError, ShapeError, Source, Span
 from ..ops import BINARY, FOLDABLE, MONADIC_ONLY, STATIC_LEFT, STRUCTURAL, UNARY, monadic
@@ -38,7 +39,7 @@ class Scope:
 
 
 @dataclass
-class Elab(DataShapes):
+class Elab(DataShapes, Agreement):
     source: Source
     sizes: dict = field(default_factory=dict)
     fns: dict = field(default_factory=dict)         # name -> (FnDef, Source)
@@ -220,33 +221,6 @@ class Elab(DataShapes):
             return self.take_drop(op, self.static_int_of(lc, left, data=True), a, fn, left, right, node)
         raise AssertionError(op)  # pragma: no cover
 
-    def unify(self, fn, a: Core, b: Core, arg_nodes, node) -> bool:
-        """Shapes of equal rank whose extents may be equal (different size names, or a
-        size and a number): True, with each equality that is not provable recorded as a
-        constraint the kernel checks when it is called (a `require` line in the dumps).
-        False if an extent pair is known to differ (4 and 5, n and n + 1), or if one shape
-        is a reordering of the other (⟨n m⟩ against ⟨m n⟩: a transpose left out, not sizes
-        meant to be equal): those stay errors here."""
-        if a.rank != b.rank:
-            return False
-        key = sp.default_sort_key
-        if sorted(map(sp.sympify, a.shape), key=key) == sorted(map(sp.sympify, b.shape), key=key):
-            return False
-        pending = []
-        for k, (x, y) in enumerate(zip(a.shape, b.shape)):
-            d = sp.expand(sp.sympify(x) - sp.sympify(y))
-            if d == 0:
-                continue
-            if d.is_number or provably(sp.Ne(x, y)):
-                return False
-            pending.append((k, x, y))
-        lt, rt = (self.text(n) for n in arg_nodes)
-        for k, x, y in pending:
-            self.constraints.append(Constraint(sp.Eq(x, y), f"{fn.text} pairs axis {k} of {lt} ({show_expr(x)}) "
-                                               f"with axis {k} of {rt} ({show_expr(y)}): they must be equal",
-                                               node.span))
-        return True
-
     def take_drop_axes(self, op, counts: tuple, a: Core, fn, left, right, node) -> Core:
         """⟨k0 k1 …⟩ △ A: k_j taken along axis j, as MoA defines the vector take (and ▽).
         Axis j is brought to the front with a transpose, cut, and put back; the transposes
@@ -260,30 +234,6 @@ class Elab(DataShapes):
             cut = self.take_drop(op, k, front, fn, left, right, node)
             a = self.transpose(node.span, perm, cut)
         return a
-
-    def take_drop(self, op, k, a: Core, fn, left, right, node) -> Core:
-        """k △ A or k ▽ A along axis 0, a scalar count k (negative: from the end)."""
-        if a.rank == 0:
-            raise self.err(ShapeError, f"{fn.text} needs an array of rank ≥ 1", right)
-        self.cells_only(a, right, fn.text)
-        n = a.shape[0]
-        sym = STRUCTURAL[op].symbol
-        mag = k if k.is_nonnegative else sp.Abs(k)
-        bad = sp.Gt(mag, n)
-        if provably(bad):
-            raise self.err(ShapeError, f"{sym} count {k} is larger than the axis length {n}", left)
-        if not provably(sp.Le(mag, n)):
-            shown = f"{show_expr(k)}" if D.has_data(k) else f"|{k}|"
-            self.constraints.append(Constraint(sp.Le(mag, n),
-                                               f"{sym} count {shown} must not exceed {show_expr(n)}", left.span))
-        if k.is_nonnegative:
-            length = k if op == "take" else n - k
-        elif k.is_nonpositive:
-            length = -k if op == "take" else n + k
-        else:
-            raise self.err(ShapeError, f"the sign of the {sym} count {k} must be known", left)
-        cls = CTake if op == "take" else CDrop
-        return cls(node.span, (length,) + a.shape[1:], k, a)
 
     def iota(self, a: Core, arg_node, node) -> Core:
         """ι n (⟨0 1 … n−1⟩), or ι s of a shape vector s: the array of its index vectors."""
@@ -304,13 +254,6 @@ class Elab(DataShapes):
         self.no_data(n, arg_node)
         self.length_item(n, f"ι count {show_expr(n)} is negative", f"ι count {show_expr(n)} must be ≥ 0", arg_node)
         return CIota(node.span, (n,), n)
-
-    def length_item(self, d, negative: str, condition: str, arg_node) -> None:
-        """An axis length of ι or ρ: an error if provably negative, else a run-time condition d ≥ 0."""
-        if provably(sp.Lt(d, 0)):
-            raise self.err(ShapeError, negative, arg_node)
-        if not provably(sp.Ge(d, 0)):
-            self.constraints.append(Constraint(sp.Ge(d, 0), condition, arg_node.span))
 
     def psi(self, idx: tuple, a: Core, node, idx_node) -> Core:
         if len(idx) > a.rank:
@@ -437,25 +380,6 @@ class Elab(DataShapes):
         if op in STATIC_LEFT:                       # under Ω: the cells are the operands
             return self.structural(fn, a, b, arg_nodes[0], arg_nodes[1], node)
         raise self.err(ShapeError, f"{fn.text} has no dyadic meaning", fn)  # pragma: no cover
-
-    def inner(self, f: str, g: str, a: Core, b: Core, arg_nodes, node, fn) -> Core:
-        if a.rank == 0 or b.rank == 0:
-            raise self.err(ShapeError, f"inner product {self.text(fn)} needs operands of rank ≥ 1; got "
-                           f"{show_shape(a.shape)} and {show_shape(b.shape)}", node)
-        if not same(a.shape[-1], b.shape[0]):
-            notes = []
-            if b.rank >= 2 and same(a.shape[-1], b.shape[-1]):
-                lt, rt = (self.text(n) if isinstance(n, (S.Name, S.Vector)) else f"({self.text(n)})"
-                          for n in arg_nodes)
-                notes.append(f"to pair {lt} with each row of {rt} (contract with its last axis), write "
-                             f"`{lt} {self.text(fn)} ⍉{rt}` or `{lt} ({self.text(fn)} Ω⟨1 1⟩) {rt}`")
-            raise self.err(ShapeError, f"inner product {self.text(fn)} contracts the last axis of the left operand "
-                           f"(length {a.shape[-1]}) with the first axis of the right operand (length "
-                           f"{b.shape[0]}); they differ (shapes {show_shape(a.shape)} and {show_shape(b.shape)})",
-                           node, notes)
-        for x, xn in zip((a, b), arg_nodes):
-            self.cells_only(x, xn, self.text(fn))
-        return CInner(node.span, a.shape[:-1] + b.shape[1:], f, g, a, b)
 
     def call_user(self, name: str, fn: S.Node, args: tuple, arg_nodes: tuple, node) -> Core:
         fdef, fsource = self.fns[name]

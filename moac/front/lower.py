@@ -285,7 +285,10 @@ def _size_def(el: Elab, nm: S.Name, e: S.Node, glob: Scope, used: set, derived: 
     if isinstance(e, S.Dyad) and isinstance(e.fn, S.Prim) and e.fn.op == "div" and isinstance(e.left, S.Name) \
             and e.left.id in el.sizes and isinstance(el.sizes[e.left.id], sp.Symbol):
         a = el.sizes[e.left.id]
-        b = el.static_int(e.right, glob)
+        b = sp.expand(el.static_int(e.right, glob))
+        if b == 0 or provably(sp.Lt(b, 0)):
+            raise el.err(ShapeError, f"size {nm.id} = {a.name} ÷ {show_expr(b)}: the divisor must be positive "
+                         f"(it would make {a.name} = {nm.id}·{show_expr(b)})", e.right)
         if a in used:
             raise el.err(ShapeError, f"declare 'size {nm.id} = …' before any input uses '{a.name}'", nm)
         define(nm, "size")

@@ -113,7 +113,7 @@ def _conditions_hold(program, env: dict) -> None:
         except (TypeError, ZeroDivisionError):
             continue
         if value is sp.false:
-            shown = ", ".join(f"{s.name} = {env[s]}" for s in sorted(cond.free_symbols, key=lambda s: s.name))
+            shown = ", ".join(f"{s.name} = {env[s]}" for s in program.sizes if s in cond.free_symbols)
             raise ArgumentError(f"{c.message}, but {shown}", c.span, program.source)
 
 

@@ -366,6 +366,8 @@ def _fixit_token(tok, lines: list[str]) -> tuple[str, ...]:
     if str(tok) in ("=", "←") and re.match(r"[ \t]*output\b", line):
         name = line.split("output", 1)[1].split(str(tok), 1)[0].strip() or "out"
         return (f"`output` names results defined elsewhere: write `{name} = …` on its own line, then `output {name}`",)
+    if str(tok) in KEYWORDS and tok.type != "DTYPE" and re.match(rf"[ \t]*(size|input|index|fn)\b.*\b{tok}\b", line):
+        return (f"'{tok}' is a reserved word (a function or operator of the notation); choose another name",)
     return ()
 
 
