@@ -134,3 +134,41 @@ def test_an_update_of_no_rows_from_a_reshaped_empty_array_compiles():
            "update 0 △ a0 = ⟨0 n⟩ ρ a1\noutput t0\n")
     d = moac.parse(src, "<test>").dnf()
     assert [st.role for st in d.stmts][-1] == "update"
+
+
+def test_a_reshape_round_trip_reads_the_array_in_place():
+    # ⟨h m d⟩ ρ (⟨hkv (g × m) d⟩ ρ Q) left ⌊(g·m·⌊(i·m + j)÷(g·m)⌋ + ((i·m + j) mod (g·m)))÷m⌋
+    # and its like in the DNF, the ONF and the C (13 floor divisions and mods in the openmp
+    # C of a block-attention program); the index is ⟨i j k⟩ itself
+    import numpy as np
+    src = ("size h, hkv, m, d\nsize g = h ÷ hkv\ninput Q : f32 ⟨h m d⟩\nQg = ⟨hkv (g × m) d⟩ ρ Q\n"
+           "Y = Qg × 2\nX = ⟨h m d⟩ ρ Y\noutput X\n")
+    prog = moac.parse(src, "rr.moa")
+    assert "output  ⟨i j k⟩ψX = ⟨i j k⟩ψQ × 2    for i < g·hkv, j < m, k < d" in str(prog.dnf())
+    Q = np.random.default_rng(0).standard_normal((6, 5, 3)).astype(np.float32)
+    got = prog.compile(target="c")(Q=Q, hkv=2)["X"]
+    np.testing.assert_array_equal(got, 2 * Q)
+
+
+def test_simplify_index_keeps_the_value():
+    # each rule of simplify_index on random integers: the identities without ranges for any
+    # sign, the ones that use an index's extent for indices within it
+    import random
+    import sympy as sp
+    from moac.dnf.reshape import simplify_index
+    i, j, m, g = sp.symbols("i j m g", integer=True)
+    x = i * m + j
+    cases = [(g * m * sp.floor(x / (g * m)) + sp.Mod(x, g * m), None),
+             (sp.floor((g * m * sp.floor(x / (g * m)) + sp.Mod(x, g * m)) / m), {j: m}),
+             (sp.Mod(g * m * sp.floor(x / (g * m)) + j, m), {j: m}),
+             (sp.floor((3 * m * i + j) / m), None)]
+    rng = random.Random(1)
+    for e, scope in cases:
+        s = simplify_index(e, scope)
+        assert sp.count_ops(s) < sp.count_ops(e), (e, s)
+        for _ in range(200):
+            mv, gv = rng.randint(1, 7), rng.randint(1, 5)
+            jv = rng.randrange(mv) if scope else rng.randint(-20, 20)
+            env = {i: rng.randint(-20 if scope is None else 0, 20), j: jv, m: mv, g: gv}
+            env = {k: sp.Integer(v) for k, v in env.items()}      # all at once (subs evaluates as it goes)
+            assert e.xreplace(env) == s.xreplace(env), (e, s, env)

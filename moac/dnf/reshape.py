@@ -66,11 +66,37 @@ def reshape_index(idx: tuple, new: tuple, old: tuple) -> tuple:
     return tuple(sp.expand(x) if not x.has(sp.floor, sp.Mod) else x for x in out)
 
 
-def simplify_index(e):
-    """c·⌊x/c⌋ + (x mod c) → x: the identity reshape round trips leave behind."""
+def simplify_index(e, scope: dict | None = None):
+    """An index expression with what reshape round trips leave behind taken out, bottom up:
+    c·⌊x/c⌋ + (x mod c) → x; ⌊(c·q + r)/c⌋ → q + ⌊r/c⌋ and (c·q + r) mod c → r mod c (q a
+    polynomial in integers: exact); and with `scope` (index variable -> extent), ⌊v/c⌋ → 0
+    and v mod c → v for an index v < extent ≤ c."""
     e = sp.sympify(e)
-    if not isinstance(e, sp.Add):
+    if e.is_Atom:
         return e
+    e = e.func(*(simplify_index(a, scope) for a in e.args)) if isinstance(e, (sp.Add, sp.Mul, sp.floor, sp.Mod)) else e
+    if isinstance(e, sp.Add):
+        return _collapse(e, scope)
+    if isinstance(e, sp.floor):
+        num, den = sp.fraction(sp.together(e.args[0]))
+        if den != 1:
+            whole, rest = _split_multiples(num, den)
+            if whole != 0:
+                return simplify_index(sp.expand(whole / den) + sp.floor(rest / den), scope)
+            if _below(rest, den, scope):
+                return sp.Integer(0)
+    if isinstance(e, sp.Mod):
+        x, c = e.args
+        whole, rest = _split_multiples(x, c)
+        if whole != 0:
+            return simplify_index(sp.Mod(rest, c), scope)
+        if _below(x, c, scope):
+            return x
+    return e
+
+
+def _collapse(e, scope):
+    """c·⌊x/c⌋ + (x mod c) → x in a sum."""
     terms = list(e.args)
     for t in terms:
         if isinstance(t, sp.Mod):
@@ -79,5 +105,18 @@ def simplify_index(e):
             for u in terms:
                 if u is not t and sp.expand(u - want) == 0:
                     rest = [v for v in terms if v is not t and v is not u]
-                    return simplify_index(sp.Add(x, *rest))
+                    return simplify_index(sp.Add(x, *rest), scope)
     return e
+
+
+def _split_multiples(x, c):
+    """(the terms of x that are c times a polynomial, the others)."""
+    whole = [t for t in sp.Add.make_args(sp.expand(x)) if t != 0 and _divides(c, t)]
+    return sp.Add(*whole), sp.expand(x - sp.Add(*whole))
+
+
+def _below(x, c, scope) -> bool:
+    """Whether x is 0 or an index variable of `scope` whose extent is at most c (0 ≤ x < c)."""
+    if x == 0:
+        return True
+    return bool(scope) and x in scope and C.provably(sp.Le(sp.sympify(scope[x]), c))

@@ -140,7 +140,7 @@ def psi_reduce(node: C.Core, idx: tuple, ctx: _Ctx):
     assert len(idx) == node.rank, (type(node).__name__, idx, node.shape)
     match node:
         case C.CInput(name=name):
-            return DRead(name, tuple(simplify_index(i) for i in idx))
+            return DRead(name, tuple(simplify_index(i, ctx.scope) for i in idx))
         case C.CConst(value=v):
             return DConst(v)
         case C.CSize(expr=e):
