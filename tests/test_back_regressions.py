@@ -334,3 +334,25 @@ def test_index_bits_32_with_fixed_sizes_too_large_is_refused():
     prog = example("decode")
     with pytest.raises(moac.RewriteError, match=r"32-bit indices \(--index-bits 32\) cannot address 'K'"):
         prog.c_source(target="c", sizes={"n": 3_000_000_000, "dk": 128, "dv": 128}, index_bits=32)
+
+
+@pytest.mark.parametrize("src", ["size n, m\ninput A : f64 ⟨n⟩\nR = (m + 5) △ A\noutput R\n",
+                                 "size n, m\ninput A : f64 ⟨(m + 5)⟩\ninput B : f64 ⟨n⟩\nR = A + B\noutput R\n"])
+def test_a_condition_the_fixed_sizes_make_false_for_every_free_size_is_refused(src):
+    # with n = 3 fixed, m + 5 ≤ n (or m + 5 = n) holds for no m: the compile skipped it (not
+    # every size fixed) and the C dropped it (false once n was put in), so the kernel read A
+    # (or B) past its end for every m (a review found it with AddressSanitizer)
+    prog = moac.parse(src, "s.moa")
+    with pytest.raises(moac.ArgumentError, match=r"but n = 3 \(false for every m\)"):
+        prog.c_source(target="c", sizes={"n": 3})
+    assert "return 6" in prog.c_source(target="c", sizes={"n": 8})      # m = 3 meets it: tested in C
+
+
+def test_an_inner_product_with_a_length_read_from_data_stays_an_error():
+    # the unification of differently named lengths took a data-dependent length too and
+    # required lens[b] = m of the data, which no -D can give and the C does not check
+    src = ("size B, n, m\ninput lens : i32 ⟨B⟩\ninput X : f32 ⟨B n⟩\ninput W : f32 ⟨B m⟩\nfn f c x { c △ x }\n"
+           "Y = lens (f Ω⟨0 1⟩) X\nR = Y (+.× Ω⟨1 1⟩) W\noutput R\n")
+    with pytest.raises(moac.ShapeError, match=r"\(length ⟨φ\d+_0⟩ψlens\) with the first axis of the right operand "
+                       r"\(length m\); they differ"):
+        moac.parse(src, "o1.moa")

@@ -317,8 +317,9 @@ def test_another_languages_comment_gets_a_note(comment, reads):
     with pytest.raises(moac.NameError_) as e:          # one
         moac.parse(f"size n\ninput x : f32 ⟨n⟩\ny = x + 1  {comment.replace('a ', '')}\noutput y\n", "c.moa")
     assert e.value.message == "undefined name 'comment'"
-    assert e.value.notes == (f"a comment starts with -- (here {comment.split()[0]} is read as {reads}, and what "
-                             "follows it as names)",)
+    mark = comment.split()[0]
+    assert e.value.notes == (f"if `{mark} …` is meant as a comment: a comment starts with -- ({mark} is {reads} in MoA, "
+                             "and what follows it is read as names)",)
 
 
 def test_the_caret_keeps_the_lines_tabs():

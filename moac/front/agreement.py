@@ -80,7 +80,8 @@ class Agreement:
         x, y = a.shape[-1], b.shape[0]
         transposed = b.rank >= 2 and same(x, b.shape[-1])      # q +.× K for q +.× ⍉K: stays an error
         d = sp.expand(sp.sympify(x) - sp.sympify(y))
-        if d != 0 and not transposed and not d.is_number and not provably(sp.Ne(x, y)):
+        if d != 0 and not transposed and not d.is_number and not provably(sp.Ne(x, y)) \
+                and not D.has_data(x) and not D.has_data(y):        # a length read from data stays an error
             lt, rt = (self.text(n) for n in arg_nodes)       # sizes meant to be equal, as `unify` takes them
             self.constraints.append(Constraint(sp.Eq(x, y), f"{self.text(fn)} contracts the last axis of {lt} "
                                                f"({show_expr(x)}) with the first of {rt} ({show_expr(y)}): "
@@ -93,8 +94,8 @@ class Agreement:
                 notes.append(f"to pair {lt} with each row of {rt} (contract with its last axis), write "
                              f"`{lt} {self.text(fn)} ⍉{rt}` or `{lt} ({self.text(fn)} Ω⟨1 1⟩) {rt}`")
             raise self.err(ShapeError, f"inner product {self.text(fn)} contracts the last axis of the left operand "
-                           f"(length {a.shape[-1]}) with the first axis of the right operand (length "
-                           f"{b.shape[0]}); they differ (shapes {show_shape(a.shape)} and {show_shape(b.shape)})",
+                           f"(length {show_expr(a.shape[-1])}) with the first axis of the right operand (length "
+                           f"{show_expr(b.shape[0])}); they differ (shapes {show_shape(a.shape)} and {show_shape(b.shape)})",
                            node, notes)
         for x, xn in zip((a, b), arg_nodes):
             self.cells_only(x, xn, self.text(fn))

@@ -44,8 +44,8 @@ def comment_note(e) -> None:
     before = e.source.line(e.span.line)[:e.span.col - 1]
     mark = next((m for m in ("//", "#") if m in before), None)
     if mark is not None:
-        e.notes = (f"a comment starts with -- (here {mark} is read as {'catenation' if mark == '#' else 'division'}, "
-                   "and what follows it as names)",)
+        e.notes = (f"if `{mark} …` is meant as a comment: a comment starts with -- ({mark} is "
+                   f"{'catenation' if mark == '#' else 'division'} in MoA, and what follows it is read as names)",)
 
 
 def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgram:

@@ -106,15 +106,17 @@ def _conditions_hold(program, env: dict) -> None:
         if on_data(c):
             continue                       # checked with the integer inputs, at the call
         cond = sp.sympify(c.cond)
-        if not cond.free_symbols <= set(env):
+        if not cond.free_symbols & set(env):
             continue
         try:
-            value = cond.xreplace(env)
+            value = cond.xreplace(env)            # false also where the sizes left free cannot help (m + 5 ≤ 3)
         except (TypeError, ZeroDivisionError):
             continue
         if value is sp.false:
-            shown = ", ".join(f"{s.name} = {env[s]}" for s in program.sizes if s in cond.free_symbols)
-            raise ArgumentError(f"{c.message}, but {shown}", c.span, program.source)
+            shown = ", ".join(f"{s.name} = {env[s]}" for s in program.sizes if s in cond.free_symbols and s in env)
+            free = [s.name for s in program.sizes if s in cond.free_symbols and s not in env]
+            raise ArgumentError(f"{c.message}, but {shown}" + (f" (false for every {', '.join(free)})" if free else ""),
+                                c.span, program.source)
 
 
 def bind(program, shapes: dict, given: dict | None = None) -> dict:
