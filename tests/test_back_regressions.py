@@ -356,3 +356,25 @@ def test_an_inner_product_with_a_length_read_from_data_stays_an_error():
     with pytest.raises(moac.ShapeError, match=r"\(length ⟨φ\d+_0⟩ψlens\) with the first axis of the right operand "
                        r"\(length m\); they differ"):
         moac.parse(src, "o1.moa")
+
+
+def test_check_allows_what_float32_itself_costs_an_amplifying_program(tmp_path, capsys):
+    # y = exp x × 20 (exp of 20·x) in f32: rounding 20·x is amplified by |20·x| ≈ 60, so a
+    # correct kernel is 2.9e-6 off while 16·eps·√1 allows 1.9e-6; moac check failed it (a
+    # review found it once tolerances were per output).  The bound now also allows 4 times
+    # the float32 evaluation's own error; a well-conditioned output keeps 16·eps·√L
+    import json
+    from moac import cli
+    from moac.commands import compare, tolerance
+    src = tmp_path / "e1.moa"
+    src.write_text("size n\ninput x : f32 ⟨n⟩\ninput A : f32 ⟨n n⟩\ny = exp x × 20\ns = + red A\noutput y, s\n")
+    for seed in ("0", "2"):
+        assert cli.main(["check", str(src), "--target", "c", "-D", "n=64", "--seed", seed, "--json"]) == 0
+        out = {o["name"]: o for o in json.loads(capsys.readouterr().out)["outputs"]}
+        y, s = out["y"], out["s"]
+        assert 1e-7 < y["float32_evaluation_error"] and y["tolerance"] == 4 * y["float32_evaluation_error"]
+        assert y["tolerance"] > tolerance("float", 1) and y["max_rel_error"] > tolerance("float", 1)
+        assert s["tolerance"] == tolerance("float", 65)            # Σ is well conditioned: unchanged
+    # still a bound: ten times the widened tolerance off is a mismatch
+    ref = np.array([1.0e26, 3.0])
+    assert not compare("y", ref * (1 + 10 * y["tolerance"]), ref, y["tolerance"])[2]

@@ -93,10 +93,11 @@ def axis_number(s) -> int:
     return int(s.name[1:])
 
 
-def frame_placeholders(rank: int) -> tuple:
+def frame_placeholders(rank: int, oid: int | None = None) -> tuple:
     """Fresh placeholders for the frame indices of one Ω (a Dummy each: never equal to
-    another Ω's)."""
-    oid = next(_frame_ids)
+    another Ω's), named φ<oid>_<axis>: `oid` numbers the program's Ω from 1 (the
+    elaborator's count), so that messages name them alike in every process."""
+    oid = next(_frame_ids) if oid is None else oid
     return tuple(sp.Dummy(f"φ{oid}_{k}", integer=True, nonnegative=True) for k in range(rank))
 
 

@@ -165,7 +165,8 @@ class DataShapes:
                                f"{show_shape(fl)}, the right frame {show_shape(fr)}", node)
             frame = fl if fl else fr
         # each cell's shape in terms of this Ω's frame placeholders (front/data.py)
-        phis = D.frame_placeholders(len(frame))
+        self.omegas += 1
+        phis = D.frame_placeholders(len(frame), self.omegas)
         self.phi_extents.update(zip(phis, frame))
         cells = []
         for a, k in zip(args, ks):

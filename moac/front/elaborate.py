@@ -49,6 +49,7 @@ class Elab(DataShapes, Agreement):
     cell_info: dict = field(default_factory=dict)   # cell id -> (operand, its frame placeholders)
     index_hints: dict = field(default_factory=dict)  # size name -> index variable name (for `require … for b < B`)
     phi_extents: dict = field(default_factory=dict)  # Ω frame placeholder -> the frame's extent along it
+    omegas: int = 0                                  # the Ω elaborated so far (their placeholders' numbers)
 
     # ---- errors
     def err(self, cls, msg: str, node_or_span, notes=()):

@@ -19,7 +19,10 @@ def bind_sizes(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) 
     return bind(program, {k: np.shape(v) for k, v in arrays.items()}, sizes)
 
 
-def evaluate(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) -> dict:
+def evaluate(program: C.CoreProgram, arrays: dict, sizes: dict | None = None, dtype=np.float64) -> dict:
+    """The outputs (and updated inputs) of the program on these arrays, evaluated in float64;
+    `dtype` np.float32 evaluates every operation in float32 instead (moac check measures
+    with it what rounding to float32 costs this program on these inputs)."""
     from ..errors import ArgumentError
     names = [i.name for i in program.inputs]
     extra, missing = sorted(set(arrays) - set(names)), [n for n in names if n not in arrays]
@@ -29,10 +32,10 @@ def evaluate(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) ->
         raise ArgumentError(f"{what}: the program's inputs are {', '.join(names) or 'none'} (sizes go in sizes=)")
     env = bind_sizes(program, arrays, sizes)
     from ..dtypes import as_float64
-    inputs = {i.name: as_float64(i.dtype, arrays[i.name]) for i in program.inputs}
+    inputs = {i.name: as_float64(i.dtype, arrays[i.name]).astype(dtype, copy=False) for i in program.inputs}
     ints = {i.name: np.asarray(arrays[i.name]) for i in program.inputs if i.dtype in INDEX_DTYPES}
     check_data(program, env, ints)
-    ev = _Eval(env, inputs, ints)
+    ev = _Eval(env, inputs, ints, dtype)
     out = {name: ev.eval(node, {}) for name, node in program.outputs}
     for name, node in program.updates:          # the buffer as the call leaves it (a new array)
         if isinstance(node.arg, C.CScatter):
@@ -82,11 +85,12 @@ class Ragged:
 
 
 class _Eval:
-    def __init__(self, env, inputs, ints=None):
+    def __init__(self, env, inputs, ints=None, ft=np.float64):
         self.env = env
         self.inputs = inputs
         self.ints = ints or {}
         self.memo = {}
+        self.ft = ft            # the floating type of every value (float64; float32 for moac check's estimate)
 
     def size(self, e, cells: dict | None = None) -> int:
         env = self.env
@@ -109,15 +113,15 @@ class _Eval:
             case C.CInput(name=name):
                 return self.inputs[name]
             case C.CConst(value=v):
-                return np.float64(v)
+                return self.ft(v)
             case C.CSize(expr=e):
-                return np.float64(self.size(e, cells))
+                return self.ft(self.size(e, cells))
             case C.CVec(items=items):
-                return np.array([float(ev(i, cells)) for i in items], dtype=np.float64)
+                return np.array([float(ev(i, cells)) for i in items], dtype=self.ft)
             case C.CIota(n=n):
-                return np.arange(self.size(n, cells), dtype=np.float64)
+                return np.arange(self.size(n, cells), dtype=self.ft)
             case C.CIndices(dims=dims):
-                axes = [np.arange(self.size(d, cells), dtype=np.float64) for d in dims]
+                axes = [np.arange(self.size(d, cells), dtype=self.ft) for d in dims]
                 return np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1) if axes else np.zeros(0)
             case C.CNamed(arg=a):
                 return ev(a, cells)
@@ -183,7 +187,7 @@ class _Eval:
                 if ragged:                            # each cell's shape depends on its frame index
                     out = np.empty(fshape, dtype=object)
                 else:
-                    out = np.empty(fshape + tuple(self.size(s, cells) for s in body.shape), dtype=np.float64)
+                    out = np.empty(fshape + tuple(self.size(s, cells) for s in body.shape), dtype=self.ft)
                 for fi in np.ndindex(*fshape):
                     inner = dict(cells)
                     inner[_PHIS] = {**cells.get(_PHIS, {}), **{p: sp.Integer(i) for p, i in zip(phis, fi)}}
