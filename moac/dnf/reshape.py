@@ -69,8 +69,9 @@ def reshape_index(idx: tuple, new: tuple, old: tuple) -> tuple:
 def simplify_index(e, scope: dict | None = None):
     """An index expression with what reshape round trips leave behind taken out, bottom up:
     c·⌊x/c⌋ + (x mod c) → x; ⌊(c·q + r)/c⌋ → q + ⌊r/c⌋ and (c·q + r) mod c → r mod c (q a
-    polynomial in integers: exact); and with `scope` (index variable -> extent), ⌊v/c⌋ → 0
-    and v mod c → v for an index v < extent ≤ c."""
+    polynomial in integers: exact); and with `scope` (index variable -> extent), ⌊v/c⌋ → 0,
+    v mod c → v, ⌊(−v − 1)/c⌋ → −1 and (−v − 1) mod c → c − v − 1 for an index v < extent ≤ c
+    (the last two from a reverse)."""
     e = sp.sympify(e)
     if e.is_Atom:
         return e
@@ -85,6 +86,8 @@ def simplify_index(e, scope: dict | None = None):
                 return simplify_index(sp.expand(whole / den) + sp.floor(rest / den), scope)
             if _below(rest, den, scope):
                 return sp.Integer(0)
+            if _below(sp.expand(-rest - 1), den, scope):       # −v − 1 for v below c: in [−c, −1]
+                return sp.Integer(-1)
     if isinstance(e, sp.Mod):
         x, c = e.args
         whole, rest = _split_multiples(x, c)
@@ -92,6 +95,8 @@ def simplify_index(e, scope: dict | None = None):
             return simplify_index(sp.Mod(rest, c), scope)
         if _below(x, c, scope):
             return x
+        if _below(sp.expand(-x - 1), c, scope):
+            return sp.expand(x + c)
     return e
 
 
