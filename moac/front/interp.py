@@ -19,10 +19,12 @@ def bind_sizes(program: C.CoreProgram, arrays: dict, sizes: dict | None = None) 
     return bind(program, {k: np.shape(v) for k, v in arrays.items()}, sizes)
 
 
-def evaluate(program: C.CoreProgram, arrays: dict, sizes: dict | None = None, dtype=np.float64) -> dict:
+def evaluate(program: C.CoreProgram, arrays: dict, sizes: dict | None = None, dtype=np.float64,
+             scale: float | None = None) -> dict:
     """The outputs (and updated inputs) of the program on these arrays, evaluated in float64;
-    `dtype` np.float32 evaluates every operation in float32 instead (moac check measures
-    with it what rounding to float32 costs this program on these inputs)."""
+    `dtype` np.float32 evaluates every operation in float32 instead, and `scale` multiplies
+    every floating input first (moac check measures with them what rounding to float32
+    moves this program's results on these inputs: commands.rounding_allowance)."""
     from ..errors import ArgumentError
     names = [i.name for i in program.inputs]
     extra, missing = sorted(set(arrays) - set(names)), [n for n in names if n not in arrays]
@@ -33,6 +35,9 @@ def evaluate(program: C.CoreProgram, arrays: dict, sizes: dict | None = None, dt
     env = bind_sizes(program, arrays, sizes)
     from ..dtypes import as_float64
     inputs = {i.name: as_float64(i.dtype, arrays[i.name]).astype(dtype, copy=False) for i in program.inputs}
+    if scale is not None:
+        inputs = {i.name: inputs[i.name] * dtype(scale) if i.dtype not in INDEX_DTYPES else inputs[i.name]
+                  for i in program.inputs}
     ints = {i.name: np.asarray(arrays[i.name]) for i in program.inputs if i.dtype in INDEX_DTYPES}
     check_data(program, env, ints)
     ev = _Eval(env, inputs, ints, dtype)
@@ -75,7 +80,7 @@ class Ragged:
             shapes = {np.shape(c) for c in sub.flat}
             if len(shapes) == 1:            # the index fixed what the shapes depend on: an array again
                 (inner,) = shapes
-                out = np.empty(sub.shape + inner, dtype=np.float64)
+                out = np.empty(sub.shape + inner, dtype=np.result_type(*(np.asarray(c) for c in sub.flat)))
                 for fi in np.ndindex(*sub.shape):
                     out[fi] = sub[fi]
                 return out
