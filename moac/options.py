@@ -22,9 +22,11 @@ class Options:
              storage: dict | None = None, share_kv: bool = True, pack: str = "auto",
              wsum_unroll: int = 0, index_bits: int = 0) -> "Options":
         from .errors import ArgumentError           # a MoacError: the CLI's flags are checked as these are
-        from .targets import TARGETS
-        if target not in TARGETS:
-            raise ArgumentError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+        from .targets import get_target
+        try:
+            get_target(target)
+        except ValueError as e:
+            raise ArgumentError(str(e)) from None
         if mapping not in ("auto", "naive"):
             raise ArgumentError(f"mapping must be 'auto' or 'naive', got {mapping!r}")
         if pack not in ("auto", "none"):

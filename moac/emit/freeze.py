@@ -412,13 +412,13 @@ def index_width(s: Schedule, target, index_bits: int, dropped: set = frozenset()
     fixed sizes prove every buffer has fewer than 2^31 elements, 64 where they prove the
     opposite, and otherwise 0 — both kernels, chosen at run time — on device targets (64
     on host targets).  `dropped`: scratch buffers the code does not use."""
-    sizes = [sp.sympify(b.size) for b in s.buffers if b.name not in dropped]
+    live = [b for b in s.buffers if b.name not in dropped]
+    sizes = [sp.sympify(b.size) for b in live]
     if index_bits == 32:
-        big = next((b for b in s.buffers if b.name not in dropped and sp.sympify(b.size).is_number
-                    and int(b.size) >= 2**31 - 1), None)
+        big = next(((b, x) for b, x in zip(live, sizes) if x.is_number and int(x) >= 2**31 - 1), None)
         if big is not None:      # the entry would refuse every call (return 3)
-            raise RewriteError(f"32-bit indices (--index-bits 32) cannot address '{big.name}': the fixed sizes give "
-                               f"it {int(sp.sympify(big.size)):,} elements, 2^31 − 1 or more; use --index-bits 0 or 64")
+            raise RewriteError(f"32-bit indices (--index-bits 32) cannot address '{big[0].name}': the fixed sizes give "
+                               f"it {int(big[1]):,} elements, 2^31 − 1 or more; use --index-bits 0 or 64")
     if index_bits:
         return index_bits
     if all(x.is_number for x in sizes):
@@ -480,20 +480,17 @@ def to_cunit(s: Schedule, counts, target, index_bits: int = 64) -> CUnit:
     f.helpers.update(_USED)
     return CUnit(target.name, s.description, s.dnf.program.source.filename, f.ctype, kernels, scratch,
                  prologue, tuple(summary), sizes, tuple(sorted(f.helpers)), tuple(sorted(f.aligned)),
-                 bits, kernels32, shared, tuple(sorted(f.aligned16)), size_conditions(s))
+                 bits, kernels32, shared, tuple(sorted(f.aligned16)), entry_conditions(s))
 
 
-def size_conditions(s: Schedule) -> tuple:
+def entry_conditions(s: Schedule) -> tuple:
     """(C test, message) for each condition on the sizes alone that the fixed ones leave open
     (a △ count within its axis, room in a cache), each once: the entry returns 6 where one
     fails (a C caller's wrong sizes refused, not read past an array's end)."""
-    from ..front.data import on_data
+    from ..front.sizes import size_conditions
+    prog = s.dnf.program
     out: list = []
-    for c in s.dnf.program.constraints:
-        if on_data(c):
-            continue
-        cond = sp.sympify(c.cond)
-        cond = cond.xreplace({x: sp.Integer(s.fixed[x.name]) for x in cond.free_symbols if x.name in s.fixed})
+    for c, cond in size_conditions(prog, {x: sp.Integer(s.fixed[x.name]) for x in prog.sizes if x.name in s.fixed}):
         test = cir.expr(freeze_cond(cond)) if cond not in (sp.true, sp.false) else None   # false: front/sizes.py
         if test and test not in (t for t, _ in out):
             out.append((test, c.message.replace("*/", "* /")))

@@ -14,6 +14,14 @@ from ..errors import ShapeError
 from ..ops import STRUCTURAL
 
 
+def _may_be_equal(x, y) -> bool:
+    """Extents that differ in form (different size names, a size and a number) but that no
+    fact tells apart (4 and 5, n and n + 1 are told apart): sizes meant to be equal, a
+    condition to check with the sizes."""
+    d = sp.expand(sp.sympify(x) - sp.sympify(y))
+    return d != 0 and not d.is_number and not provably(sp.Ne(x, y))
+
+
 class Agreement:
     def unify(self, fn, a: Core, b: Core, arg_nodes, node) -> bool:
         """Shapes of equal rank whose extents may be equal (different size names, or a
@@ -29,10 +37,9 @@ class Agreement:
             return False
         pending = []
         for k, (x, y) in enumerate(zip(a.shape, b.shape)):
-            d = sp.expand(sp.sympify(x) - sp.sympify(y))
-            if d == 0:
+            if same(x, y):
                 continue
-            if d.is_number or provably(sp.Ne(x, y)):
+            if not _may_be_equal(x, y):
                 return False
             pending.append((k, x, y))
         lt, rt = (self.text(n) for n in arg_nodes)
@@ -79,9 +86,7 @@ class Agreement:
                            f"{show_shape(a.shape)} and {show_shape(b.shape)}", node)
         x, y = a.shape[-1], b.shape[0]
         transposed = b.rank >= 2 and same(x, b.shape[-1])      # q +.× K for q +.× ⍉K: stays an error
-        d = sp.expand(sp.sympify(x) - sp.sympify(y))
-        if d != 0 and not transposed and not d.is_number and not provably(sp.Ne(x, y)) \
-                and not D.has_data(x) and not D.has_data(y):        # a length read from data stays an error
+        if _may_be_equal(x, y) and not transposed and not D.has_data(x) and not D.has_data(y):   # data: an error
             lt, rt = (self.text(n) for n in arg_nodes)       # sizes meant to be equal, as `unify` takes them
             self.constraints.append(Constraint(sp.Eq(x, y), f"{self.text(fn)} contracts the last axis of {lt} "
                                                f"({show_expr(x)}) with the first of {rt} ({show_expr(y)}): "

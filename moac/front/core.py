@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import sympy as sp
 
 from ..errors import Source, Span
-from .data import has_data, show as data_show
+from .data import has_data, show_expr
 
 Shape = tuple  # tuple[sp.Expr, ...]
 
@@ -212,14 +212,6 @@ def same(a: sp.Expr, b: sp.Expr) -> bool:
 
 def same_shape(a: Shape, b: Shape) -> bool:
     return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
-
-
-def show_expr(e) -> str:
-    """An integer expression as the dumps and messages print it: n·dk, n^2 (not sympy's
-    n*dk, n**2)."""
-    e = sp.sympify(e)
-    e = e.xreplace({d: sp.Symbol(d.name) for d in e.atoms(sp.Dummy)})   # moac's own loop variables
-    return data_show(e).replace("**", "^").replace("*", "·")
 
 
 def show_shape(shape: Shape) -> str:

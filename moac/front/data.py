@@ -137,8 +137,16 @@ def at_index(e, index: tuple):
 def show(e) -> str:
     """The dumps' text of an integer expression in MoA notation: an integer-array read as a
     ψ-selection ⟨b⟩ψlens, ⌊i÷g⌋ and ⌈n÷c⌉, (j mod page), min(n, s) and max(0, n − s) (not
-    sympy's floor(i/g), Mod(j, page), Min, Max).  `·` and `^` are core.show_expr's."""
+    sympy's floor(i/g), Mod(j, page), Min, Max).  `·` and `^` are show_expr's."""
     return _Printer().doprint(sp.sympify(e))
+
+
+def show_expr(e) -> str:
+    """An integer expression as the dumps and messages print it: n·dk, n^2 (not sympy's
+    n*dk, n**2)."""
+    e = sp.sympify(e)
+    e = e.xreplace({d: sp.Symbol(d.name) for d in e.atoms(sp.Dummy)})   # moac's own loop variables
+    return show(e).replace("**", "^").replace("*", "·")
 
 
 class _Printer(StrPrinter):
@@ -244,6 +252,18 @@ def violation(cond, over: tuple, env: dict, arrays: dict):
     return f"it fails at {where}" if where else "it fails"
 
 
+def _element_bounds(program):
+    """(constraint, its read of an integer input, e, the largest value e allows) for each
+    condition `x[…] < e` or `x[…] ≤ e` whose bound e reads no data."""
+    for c in program.constraints:
+        cond = sp.sympify(c.cond)
+        if not isinstance(cond, (sp.LessThan, sp.StrictLessThan)):
+            continue
+        lhs, rhs = cond.lhs, cond.rhs
+        if isinstance(lhs, AppliedUndef) and not has_data(rhs):
+            yield c, lhs, rhs, rhs - 1 if isinstance(cond, sp.StrictLessThan) else rhs
+
+
 def bounds(program, slices: bool = False) -> dict:
     """The largest value each integer input's elements may hold by the program's
     conditions (`lens[b] ≤ N` gives N, `table[b, p] < P` gives P − 1): input name -> a sympy
@@ -251,20 +271,13 @@ def bounds(program, slices: bool = False) -> dict:
     `slices`, a condition on a slice (`r[t, 0] < n for t < T`) bounds the whole array too:
     the least bound every element satisfies (random data that meets every condition)."""
     out: dict = {}
-    for c in program.constraints:
-        cond = sp.sympify(c.cond)
-        if not isinstance(cond, (sp.LessThan, sp.StrictLessThan)):
-            continue
-        lhs, rhs = cond.lhs, cond.rhs
-        if not isinstance(lhs, AppliedUndef) or has_data(rhs):
-            continue
+    for c, lhs, _, ub in _element_bounds(program):
         quantified = tuple(v for v, _ in c.over)
         whole = tuple(lhs.args) == quantified
         one = not c.over and all(a.is_Integer for a in lhs.args)
         part = slices and all(a in quantified or a.is_Integer for a in lhs.args)
         if not (whole or one or part):
             continue                 # every element (for b < B), or one element at a constant index
-        ub = rhs - 1 if isinstance(cond, sp.StrictLessThan) else rhs
         name = lhs.func.__name__
         out[name] = ub if name not in out else sp.Min(out[name], ub)
     return out
@@ -328,22 +341,15 @@ def empty_range(program, env: dict) -> None:
     length is below maxp·page, and saying so beats the scatter's distinctness failing on
     the draws clamped to 0."""
     from ..errors import MoacError
-    for c in program.constraints:
-        cond = sp.sympify(c.cond)
-        if not isinstance(cond, (sp.LessThan, sp.StrictLessThan)) or not isinstance(cond.lhs, AppliedUndef):
-            continue
-        if has_data(cond.rhs):
-            continue
+    for c, _, bound, ub in _element_bounds(program):
         extents = [sp.sympify(sp.sympify(x).xreplace(env)) for _, x in c.over]
         if any(not x.is_Integer or int(x) <= 0 for x in extents):
             continue                     # no element to draw (or not known here)
-        top = sp.sympify(sp.sympify(cond.rhs).xreplace(env))
+        top = sp.sympify(sp.sympify(bound).xreplace(env))
         if not top.is_Integer:
             continue
-        if int(top) - isinstance(cond, sp.StrictLessThan) < 0:
-            bound = sp.sympify(cond.rhs)
-            text = show(bound).replace("**", "^").replace("*", "·")      # as core.show_expr prints it
-            shown = f"{text} = {int(top)}" if not bound.is_Integer else str(int(top))
+        if int(sp.sympify(ub).xreplace(env)) < 0:
+            shown = f"{show_expr(bound)} = {int(top)}" if not sp.sympify(bound).is_Integer else str(int(top))
             raise MoacError(f"no integer inputs exist for these sizes: {c.message}, and {shown} leaves no "
                             "value ≥ 0 for it", c.span, program.source)
 

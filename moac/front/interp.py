@@ -25,7 +25,6 @@ def evaluate(program: C.CoreProgram, arrays: dict, sizes: dict | None = None, dt
     `dtype` np.float32 evaluates every operation in float32 instead, and `scale` multiplies
     every floating input first (moac check measures with them what rounding to float32
     moves this program's results on these inputs: commands.rounding_allowance)."""
-    from ..errors import ArgumentError
     names = [i.name for i in program.inputs]
     extra, missing = sorted(set(arrays) - set(names)), [n for n in names if n not in arrays]
     if extra or missing:

@@ -95,22 +95,30 @@ def resolve(program, given: dict, strict: bool = True) -> dict:
     return env
 
 
-def _conditions_hold(program, env: dict) -> None:
-    """An ArgumentError at the first condition on the sizes alone (a △ count within its
-    axis, a ψ index in range, ι's length ≥ 0) that the fixed sizes make false: the C a
-    compile writes for them would read outside its arrays."""
+def size_conditions(program, env: dict):
+    """(constraint, its condition with the sizes of `env` put in) for each condition on the
+    sizes alone (a △ count within its axis, a ψ index in range, ι's length ≥ 0, room in a
+    cache); the conditions on integer inputs' elements are checked with the data, at the
+    call.  Put in, a condition is sympy's false also where the sizes left free cannot make
+    it hold (m + 5 ≤ 3)."""
     from .data import on_data
-    if not env:
-        return
     for c in program.constraints:
         if on_data(c):
-            continue                       # checked with the integer inputs, at the call
-        cond = sp.sympify(c.cond)
-        if not cond.free_symbols & set(env):
             continue
         try:
-            value = cond.xreplace(env)            # false also where the sizes left free cannot help (m + 5 ≤ 3)
+            yield c, sp.sympify(c.cond).xreplace(env)
         except (TypeError, ZeroDivisionError):
+            continue
+
+
+def _conditions_hold(program, env: dict) -> None:
+    """An ArgumentError at the first condition on the sizes alone that the fixed sizes make
+    false: the C a compile writes for them would read outside its arrays."""
+    if not env:
+        return
+    for c, value in size_conditions(program, env):
+        cond = sp.sympify(c.cond)
+        if not cond.free_symbols & set(env):
             continue
         if value is sp.false:
             shown = ", ".join(f"{s.name} = {env[s]}" for s in program.sizes if s in cond.free_symbols and s in env)
