@@ -390,3 +390,21 @@ def test_check_allows_what_float32_itself_costs_an_amplifying_program(tmp_path, 
     bad[:5] = arrays["A"] * 2
     ok, where = compare("o", bad.astype(np.float64), ref["o"], tolerance("float", 1), allow)[2:4]
     assert not ok and where[0] < 5
+
+
+def test_the_c_entry_leaves_out_conditions_that_another_implies():
+    # decode_step's entry tested n <= N and then n + 1 <= N, which implies it; take_reverse
+    # tested 3 <= n, 1 <= n and 2 <= n - 1.  A condition whose slack is another's plus a
+    # constant ≥ 0 is left out; conditions on different sizes, or not comparable, stay
+    import sympy as sp
+    from moac.front.sizes import implied
+    n, N, m = sp.symbols("n N m", integer=True, nonnegative=True)
+    assert implied([n <= N, n + 1 <= N]) == {0}
+    assert implied([n + 1 <= N, n < N]) == {1}                  # n < N is n + 1 <= N for integers
+    assert implied([n <= N, n <= N]) == {1}                     # equivalent: the later goes
+    assert implied([n <= N, m <= N, 2 * n <= N]) == set()       # 2n ≤ N implies n ≤ N only for n ≥ 0: kept
+    assert implied([sp.Eq(n, N), sp.Eq(n, N), n <= N]) == {1}
+    c = example("take_reverse").c_source(target="c")
+    assert c.count("return 6;") == 1 and "if (!(3 <= n_))" in c
+    c = example("decode_step").c_source(target="c")
+    assert c.count("return 6;") == 1 and "if (!(n_ + 1 <= N_))" in c

@@ -485,13 +485,13 @@ def to_cunit(s: Schedule, counts, target, index_bits: int = 64) -> CUnit:
 
 def entry_conditions(s: Schedule) -> tuple:
     """(C test, message) for each condition on the sizes alone that the fixed ones leave open
-    (a △ count within its axis, room in a cache), each once: the entry returns 6 where one
-    fails (a C caller's wrong sizes refused, not read past an array's end)."""
-    from ..front.sizes import size_conditions
+    (a △ count within its axis, room in a cache), each once and none that another implies:
+    the entry returns 6 where one fails (a C caller's wrong sizes refused, not read past an
+    array's end)."""
+    from ..front.sizes import implied, size_conditions
     prog = s.dnf.program
-    out: list = []
-    for c, cond in size_conditions(prog, {x: sp.Integer(s.fixed[x.name]) for x in prog.sizes if x.name in s.fixed}):
-        test = cir.expr(freeze_cond(cond)) if cond not in (sp.true, sp.false) else None   # false: front/sizes.py
-        if test and test not in (t for t, _ in out):
-            out.append((test, c.message.replace("*/", "* /")))
-    return tuple(out)
+    fixed = {x: sp.Integer(s.fixed[x.name]) for x in prog.sizes if x.name in s.fixed}
+    open_ = [(c, cond) for c, cond in size_conditions(prog, fixed) if cond not in (sp.true, sp.false)]  # false: sizes.py
+    weaker = implied([cond for _, cond in open_])
+    return tuple((cir.expr(freeze_cond(cond)), c.message.replace("*/", "* /"))
+                 for k, (c, cond) in enumerate(open_) if k not in weaker)

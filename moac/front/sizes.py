@@ -111,6 +111,34 @@ def size_conditions(program, env: dict):
             continue
 
 
+def _slack(cond):
+    """s with cond ⟺ s ≥ 0 for an integer inequality (x < y is y − x − 1 ≥ 0), else None."""
+    if not isinstance(cond, (sp.LessThan, sp.StrictLessThan, sp.GreaterThan, sp.StrictGreaterThan)):
+        return None
+    s = cond.gts - cond.lts
+    if not s.is_integer:
+        return None
+    return s - 1 if isinstance(cond, (sp.StrictLessThan, sp.StrictGreaterThan)) else s
+
+
+def implied(conds: list) -> set:
+    """Positions of the conditions that another of `conds` implies: its slack is the
+    other's plus a non-negative constant (n ≤ N follows from n + 1 ≤ N).  Of two
+    equivalent ones the later counts as implied."""
+    slacks = [_slack(c) for c in conds]
+    out = set()
+    for i, si in enumerate(slacks):
+        for j, sj in enumerate(slacks):
+            if i == j or j in out:
+                continue
+            d = sp.expand(si - sj) if si is not None and sj is not None else None
+            if (d is None and conds[i] == conds[j] and j < i) or (
+                    d is not None and d.is_number and d >= 0 and (d > 0 or j < i)):
+                out.add(i)
+                break
+    return out
+
+
 def _conditions_hold(program, env: dict) -> None:
     """An ArgumentError at the first condition on the sizes alone that the fixed sizes make
     false: the C a compile writes for them would read outside its arrays."""

@@ -708,8 +708,6 @@ __global__ void __launch_bounds__(32) moac_decode_layer_k7_Vc_i32(float *__restr
 extern "C" int moac_decode_layer_device(const float *__restrict__ Wq_, const float *__restrict__ Wk_, const float *__restrict__ Wv_, const float *__restrict__ x_, float *__restrict__ Kc_, float *__restrict__ Vc_, float *__restrict__ out_, int64_t N_, int64_t n_, int64_t dm_, int64_t dk_, void *workspace, void *stream)
 {
     cudaStream_t moac_stream = (cudaStream_t)stream;
-    if (!(n_ <= N_))   /* △ count |n| must not exceed N */
-        return 6;
     if (!(n_ + 1 <= N_))   /* 'Kc' is full: the update needs n + 1 rows, it holds N */
         return 6;
     int64_t chunk = moac_chunk(n_ + 1, 1, 16);

@@ -89,8 +89,6 @@ static int moac_decode_layer_fits32(int64_t N_, int64_t n_, int64_t dm_, int64_t
  * condition of the program (the entry's first lines). */
 int moac_decode_layer_device(const float *restrict Wq_, const float *restrict Wk_, const float *restrict Wv_, const float *restrict x_, float *restrict Kc_, float *restrict Vc_, float *restrict out_, int64_t N_, int64_t n_, int64_t dm_, int64_t dk_, void *workspace)
 {
-    if (!(n_ <= N_))   /* △ count |n| must not exceed N */
-        return 6;
     if (!(n_ + 1 <= N_))   /* 'Kc' is full: the update needs n + 1 rows, it holds N */
         return 6;
     int64_t chunk = moac_chunk(n_ + 1, 1, 16);

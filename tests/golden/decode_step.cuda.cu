@@ -588,8 +588,6 @@ __global__ void __launch_bounds__(32) moac_decode_step_k4_Vc_i32(float *__restri
 extern "C" int moac_decode_step_device(float *__restrict__ Kc_, float *__restrict__ Vc_, const float *__restrict__ q_, const float *__restrict__ k_, const float *__restrict__ v_, float *__restrict__ out_, int64_t N_, int64_t n_, int64_t dk_, int64_t dv_, void *workspace, void *stream)
 {
     cudaStream_t moac_stream = (cudaStream_t)stream;
-    if (!(n_ <= N_))   /* △ count |n| must not exceed N */
-        return 6;
     if (!(n_ + 1 <= N_))   /* 'Kc' is full: the update needs n + 1 rows, it holds N */
         return 6;
     int64_t chunk = moac_chunk(n_ + 1, 1, 16);

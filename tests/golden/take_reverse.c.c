@@ -56,10 +56,6 @@ int moac_take_reverse_with_workspace(const float *restrict A_, float *restrict R
 {
     if (!(3 <= n_))   /* △ count |-3| must not exceed n */
         return 6;
-    if (!(1 <= n_))   /* ▽ count |1| must not exceed n */
-        return 6;
-    if (!(2 <= n_ - 1))   /* △ count |2| must not exceed n - 1 */
-        return 6;
     size_t ws_bytes = moac_take_reverse_workspace_bytes(n_, m_);
     char *ws = workspace;
     int own = !ws;

@@ -200,10 +200,6 @@ extern "C" int moac_take_reverse_device(const float *__restrict__ A_, float *__r
     cudaStream_t moac_stream = (cudaStream_t)stream;
     if (!(3 <= n_))   /* △ count |-3| must not exceed n */
         return 6;
-    if (!(1 <= n_))   /* ▽ count |1| must not exceed n */
-        return 6;
-    if (!(2 <= n_ - 1))   /* △ count |2| must not exceed n - 1 */
-        return 6;
     (void)workspace;
     if (moac_take_reverse_fits32(n_, m_)) {    /* every buffer has fewer than 2^31 elements */
         const int64_t moac_wide_n_ = n_;
