@@ -408,3 +408,34 @@ def test_the_c_entry_leaves_out_conditions_that_another_implies():
     assert c.count("return 6;") == 1 and "if (!(3 <= n_))" in c
     c = example("decode_step").c_source(target="c")
     assert c.count("return 6;") == 1 and "if (!(n_ + 1 <= N_))" in c
+
+
+def test_two_threads_compiling_at_once_keep_their_integer_inputs_apart(monkeypatch):
+    # freeze kept the integer inputs' shapes of the unit being frozen in a module-wide dict:
+    # a thread compiling A while another compiled B wrote C for A that read ids[i * 2],
+    # B's layout (seen once in 120 compiles of two threads).  The two threads are made to
+    # meet inside their freezes here, after both have begun, so the old code fails each time
+    import threading
+    from moac.emit import freeze as fz
+    A = "size V, T, d\ninput E : f32 ⟨V d⟩\ninput ids : i32 ⟨T⟩\nX = ids (ψ Ω⟨0 2⟩) E\noutput X\n"
+    B = "size n, m, T\ninput A : f32 ⟨n m⟩\ninput ids : i32 ⟨T 2⟩\nY = ids (ψ Ω⟨1 2⟩) A\noutput Y\n"
+    want = {k: moac.parse(src, f"{k}.moa").c_source(target="c") for k, src in (("a", A), ("b", B))}
+    meet, mangle, seen = threading.Barrier(2, timeout=20), fz.mangle, threading.local()
+
+    def mangle_after_meeting(name):
+        if name == "ids" and not getattr(seen, "met", False):
+            seen.met = True
+            meet.wait()
+        return mangle(name)
+    monkeypatch.setattr(fz, "mangle", mangle_after_meeting)
+    got = {}
+
+    def compile_one(k, src):
+        got[k] = moac.parse(src, f"{k}.moa").c_source(target="c")
+    threads = [threading.Thread(target=compile_one, args=kv) for kv in (("a", A), ("b", B))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == want
+    assert "E_[(int64_t)ids_[i_] * d_ + j_]" in got["a"]

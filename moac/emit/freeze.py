@@ -6,8 +6,8 @@ the C unit that comes out holds no sympy: codegen, build and the call path work 
 """
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, fields, is_dataclass
 
 import sympy as sp
 from sympy.core.function import AppliedUndef
@@ -56,9 +56,8 @@ def mangle(name: str) -> str:
     return name + "_"
 
 
-_DATA_SHAPES: dict = {}      # integer input -> its shape, for the unit being frozen (set by to_cunit)
-_DATA_DTYPES: dict = {}      # integer input -> i32 or i64
-_USED: set = set()           # the optional helpers freeze called
+# per thread, the unit to_cunit freezes: integer input -> (shape, i32 or i64); helpers freeze called
+_UNIT: ContextVar = ContextVar("moac_freeze_unit")
 
 
 def freeze(e) -> object:
@@ -119,15 +118,15 @@ def _freeze(e) -> object:
         return cir.Call("moac_mod", (_freeze(e.args[0]), _freeze(e.args[1])))
     if isinstance(e, AppliedUndef) and "@" in e.func.__name__:     # schedule/index.ragged_pick
         helper, name = e.func.__name__.split("@")
-        fn = f"{helper}_{_DATA_DTYPES[name]}"
-        _USED.add(fn)
+        fn = f"{helper}_{_UNIT.get()[0][name][1]}"
+        _UNIT.get()[1].add(fn)
         w, n, chunk = e.args
         return cir.Call(fn, (_freeze(w), cir.Var(mangle(name)), _freeze(n), _freeze(chunk)))
     if isinstance(e, AppliedUndef):               # an element of an integer input (front/data.py)
         name = e.func.__name__
-        if name not in _DATA_SHAPES:
+        if name not in _UNIT.get()[0]:
             raise RewriteError(f"cannot generate C for the read {e} of an integer input it does not know")
-        return cir.Cast("int64_t", cir.Load(mangle(name), gamma_c(e.args, _DATA_SHAPES[name])))
+        return cir.Cast("int64_t", cir.Load(mangle(name), gamma_c(e.args, _UNIT.get()[0][name][0])))
     if isinstance(e, (sp.Max, sp.Min)):
         fn = "moac_imax" if isinstance(e, sp.Max) else "moac_imin"
         args = list(e.args)
@@ -402,8 +401,8 @@ def _narrow_calls(x):
         return cir.Call(x.fn + "32", tuple(_narrow_calls(a) for a in x.args))
     if isinstance(x, tuple):
         return tuple(_narrow_calls(y) for y in x)
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return type(x)(**{f.name: _narrow_calls(getattr(x, f.name)) for f in dataclasses.fields(x)})
+    if is_dataclass(x) and not isinstance(x, type):
+        return type(x)(**{f.name: _narrow_calls(getattr(x, f.name)) for f in fields(x)})
     return x
 
 
@@ -446,20 +445,24 @@ def _kernels(s: Schedule, target, bits: int) -> tuple:
 
 def to_cunit(s: Schedule, counts, target, index_bits: int = 64) -> CUnit:
     """Freeze a Schedule (and its counts, for the header) into a C unit."""
-    _DATA_SHAPES.clear()
-    _DATA_SHAPES.update({b.name: tuple(b.shape) for b in s.buffers if b.role == "input" and b.dtype in INDEX_DTYPES})
-    _DATA_DTYPES.clear()
-    _DATA_DTYPES.update({b.name: b.dtype for b in s.buffers if b.role == "input" and b.dtype in INDEX_DTYPES})
+    token = _UNIT.set(({b.name: (tuple(b.shape), b.dtype) for b in s.buffers
+                        if b.role == "input" and b.dtype in INDEX_DTYPES}, set()))
+    try:
+        return _to_cunit(s, counts, target, index_bits)
+    finally:
+        _UNIT.reset(token)
+
+
+def _to_cunit(s: Schedule, counts, target, index_bits: int) -> CUnit:
     # a scratch buffer only lane passes use that the target's tiles replace is neither
     # allocated nor counted in the 32-bit check: frozen kernels say which the code uses (an
     # explicit width is frozen once; the automatic one looks at the 64-bit kernels first)
-    _USED.clear()
     first = index_bits or 64
     kernels, f = _kernels(s, target, first)
     dropped = unused_scratch(s, kernels, mangle)
     bits = index_width(s, target, index_bits, dropped)
     if bits == 32 and first != 32:
-        _USED.clear()
+        _UNIT.get()[1].clear()
         kernels, f = _kernels(s, target, 32)
     kernels32 = _kernels(s, target, 32)[0] if bits == 0 else ()
     on_chip = on_chip_buffers(s, target)
@@ -477,7 +480,7 @@ def to_cunit(s: Schedule, counts, target, index_bits: int = 64) -> CUnit:
                     32: "index arithmetic: 32-bit (the entry checks that every buffer has fewer than 2^31 elements)",
                     64: "index arithmetic: 64-bit"}[bits])
     sizes = {b.name: cir.expr(freeze(b.size)) for b in s.buffers if b.name not in dropped}
-    f.helpers.update(_USED)
+    f.helpers.update(_UNIT.get()[1])
     return CUnit(target.name, s.description, s.dnf.program.source.filename, f.ctype, kernels, scratch,
                  prologue, tuple(summary), sizes, tuple(sorted(f.helpers)), tuple(sorted(f.aligned)),
                  bits, kernels32, shared, tuple(sorted(f.aligned16)), entry_conditions(s))
