@@ -44,10 +44,10 @@ _INTERNAL: dict = {}
 
 def internal(name: str) -> sp.Symbol:
     """A loop variable moac introduces: a sympy Dummy, so never equal to a user's index
-    variable of the same name, and printed into C unmangled."""
-    if name not in _INTERNAL:
-        _INTERNAL[name] = sp.Dummy(name, integer=True, nonnegative=True)
-    return _INTERNAL[name]
+    variable of the same name, and printed into C unmangled.  One per name in the process:
+    two threads that ask first at once get the same one (setdefault)."""
+    s = _INTERNAL.get(name)
+    return s if s is not None else _INTERNAL.setdefault(name, sp.Dummy(name, integer=True, nonnegative=True))
 
 
 def ragged_pick(array: str, w, n, chunk) -> sp.Expr:
