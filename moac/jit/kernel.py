@@ -15,58 +15,12 @@ import numpy as np
 from .. import dtypes
 from ..emit.codegen import Signature
 from ..errors import ArgumentError, return_code_error
+from .arrays import _as_torch, _is_torch, _np_dtype, as_array
+from .bench import Timing
+from .bench import bench as _bench
 from .binding import freeze_binding
 
-NP_DTYPE = {"float": np.float32, "double": np.float64}
-
-
-def _np_dtype(p) -> np.dtype:
-    """The numpy dtype of an array parameter: its storage dtype's (bf16 as uint16 bit
-    patterns, f16 as float16), for a signature without them its C type's."""
-    return np.dtype(dtypes.NUMPY[p.dtype] if p.dtype else NP_DTYPE[p.ctype])
-
-
-def _as_torch(v: np.ndarray, dtype: str):
-    """A numpy result as a torch tensor sharing its memory: bf16 and the 8-bit floats as
-    torch's own dtypes (their bit patterns viewed), the others as they are."""
-    import torch
-    if dtype == "bf16":
-        return torch.from_numpy(v.view(np.int16)).view(torch.bfloat16)
-    if dtype in ("f8e4m3", "f8e5m2"):
-        return torch.from_numpy(v).view({"f8e4m3": torch.float8_e4m3fn, "f8e5m2": torch.float8_e5m2}[dtype])
-    return torch.from_numpy(v)
-
-
-def _is_torch(x) -> bool:
-    return type(x).__module__.startswith("torch") and type(x).__name__ in ("Tensor", "Parameter")
-
-
-def as_array(name: str, x):
-    """A numpy view of an argument, no copy: numpy arrays as they are, CPU torch tensors
-    (bf16 and float8 as their bit patterns), anything else with __dlpack__ through numpy.
-    (array, is_torch)."""
-    if isinstance(x, np.ndarray):
-        return x, False
-    if _is_torch(x):
-        import torch
-        if x.device.type != "cpu":
-            raise ArgumentError(f"input '{name}' is a {x.device.type} tensor: a host kernel takes CPU tensors "
-                                "(GPU tensors go through the device entry of a GPU bundle, docs/gpu.md)")
-        t = x.detach()
-        if t.dtype == torch.bfloat16:
-            return t.view(torch.int16).numpy().view(np.uint16), True
-        if t.dtype in (getattr(torch, "float8_e4m3fn", None), getattr(torch, "float8_e5m2", None)):
-            return t.view(torch.uint8).numpy(), True          # the bit patterns, as f8e4m3 / f8e5m2 take them
-        try:
-            return t.numpy(), True
-        except TypeError as e:
-            raise ArgumentError(f"input '{name}': {e}") from None
-    if hasattr(x, "__dlpack__"):
-        try:
-            return np.from_dlpack(x), False
-        except (TypeError, RuntimeError, BufferError) as e:
-            raise ArgumentError(f"input '{name}': cannot be read through DLPack ({e})") from None
-    return x, False
+__all__ = ["Kernel", "Timing", "as_array"]
 
 
 _LOADED: dict = {}   # library path -> (ffi, lib); never unloaded (see _load)
@@ -356,59 +310,7 @@ class Kernel:
             views[p.name] = a
         return views
 
-    def bench(self, *, reps: int = 100, warmup: int = 3, min_time: float = 0.0, **arrays) -> "Timing":
-        """Time calls of the kernel on these inputs (named as for a call): `warmup` untimed
-        calls, then at least `reps` timed ones, and more until the timed calls add up to
-        `min_time` seconds.  The outputs are allocated once, by the first call, and every
-        later call writes them through out=, so no allocation is timed (except for a program
-        with an input named out, which a call cannot give out=); a timed call is a whole
-        `kern(out=..., **arrays)`, its argument checks included.  An input the program
-        updates in place is copied first (the caller's array is left as it was) and the
-        copy is updated by every call.  The garbage collector is off while calls are timed.
-        Returns a Timing: the samples, and the ONF's DRAM bytes and flops at these sizes."""
-        import gc
-        import math
-        import time
-        for name, v, least in (("reps", reps, 1), ("warmup", warmup, 0)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < least:
-                raise ArgumentError(f"bench: {name} must be an integer of at least {least}, got {v!r}")
-        if isinstance(min_time, bool) or not isinstance(min_time, (int, float)) or not 0 <= min_time < math.inf:
-            raise ArgumentError(f"bench: min_time must be a finite number of seconds >= 0, got {min_time!r}")
-        taken = sorted({"reps", "warmup", "min_time"} & (self._inputs | self._size_names))
-        if taken:
-            raise ArgumentError(f"bench: the program names {', '.join(taken)}, which are bench's own keywords; "
-                                "time calls of the kernel in a loop of your own")
-        for name in sorted(self._updated & set(arrays)):
-            a, _ = as_array(name, arrays[name])
-            if isinstance(a, np.ndarray) and a.flags.c_contiguous:    # else the call says what is wrong
-                arrays[name] = a.copy()
-        first = self(**arrays)                   # checks everything, allocates the outputs
-        sizes = self._bind({k: (as_array(k, v)[0] if k in self._inputs else v) for k, v in arrays.items()})
-        out = None if "out" in self._inputs else \
-            {p.name: first[p.name] for p in self.signature.params if p.kind == "output"}
-        del first
-        call = (lambda: self(**arrays)) if out is None else (lambda: self(out=out, **arrays))
-        for _ in range(int(warmup)):
-            call()
-        samples = []
-        clock = time.perf_counter
-        gc_was_on = gc.isenabled()
-        gc.disable()
-        try:
-            total = 0.0
-            while len(samples) < reps or total < min_time:
-                t = clock()
-                call()
-                dt = clock() - t
-                samples.append(dt)
-                total += dt
-        finally:
-            if gc_was_on:
-                gc.enable()
-        from ..cost import counts_at
-        traffic, minimum, flops = counts_at(self.onf, sizes)
-        return Timing(self.signature.fname, tuple(samples), int(warmup), tuple(sorted(sizes.items())),
-                      traffic, minimum, flops)
+    bench = _bench         # kern.bench(reps=…, **arrays) -> Timing (moac/jit/bench.py)
 
     def _summary(self) -> tuple:
         """(the parameter rows, the labelled facts) that the notebook displays show."""
@@ -440,61 +342,3 @@ class Kernel:
                 + "<table>" + "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in facts)
                 + "</table>")
         return html(repr(self), self.c_source, body, f"C source ({len(self.c_source):,} characters)")
-
-
-def _seconds(t: float) -> str:
-    """A time in the unit that gives it three significant figures or so."""
-    for unit, k in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if t >= k:
-            return f"{t / k:.3g} {unit}"
-    return f"{t / 1e-9:.3g} ns"
-
-
-@dataclass(frozen=True)
-class Timing:
-    """What Kernel.bench measured: seconds per call, and the ONF's counts for one call at
-    the call's sizes; the rates are those of the best time."""
-    kernel: str              # the C entry
-    samples: tuple           # seconds of each timed call, in the order they ran
-    warmup: int              # untimed calls before them
-    sizes: tuple             # (name, value) of every size of the call
-    dram_bytes: int          # the DRAM bytes the ONF counts for one call (its traffic)
-    minimum_bytes: int       # each input element the outputs need read once, each output written once
-    flops: int
-
-    @property
-    def reps(self) -> int:
-        return len(self.samples)
-
-    @property
-    def best(self) -> float:
-        return min(self.samples)
-
-    @property
-    def median(self) -> float:
-        import statistics
-        return statistics.median(self.samples)
-
-    @property
-    def mean(self) -> float:
-        return sum(self.samples) / len(self.samples)
-
-    @property
-    def gbps(self) -> float:
-        """Counted DRAM bytes per second at the best time, in GB/s (10^9 bytes)."""
-        return self.dram_bytes / self.best / 1e9 if self.best > 0 else float("inf")
-
-    @property
-    def gflops(self) -> float:
-        """Counted flops per second at the best time, in GFLOP/s."""
-        return self.flops / self.best / 1e9 if self.best > 0 else float("inf")
-
-    def __str__(self) -> str:
-        sizes = " ".join(f"{k}={v}" for k, v in self.sizes)
-        return (f"{self.kernel}{' (' + sizes + ')' if sizes else ''}: best {_seconds(self.best)}, median "
-                f"{_seconds(self.median)}, mean {_seconds(self.mean)} over {self.reps} calls; "
-                f"{self.dram_bytes:,} DRAM bytes, {self.flops:,} flops per call: {self.gbps:.3g} GB/s, "
-                f"{self.gflops:.3g} GFLOP/s at the best time")
-
-    def __repr__(self) -> str:
-        return f"<moac Timing of {self}>"
