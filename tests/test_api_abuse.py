@@ -181,3 +181,43 @@ def test_an_empty_head_dimension_agrees_with_the_interpreter(target):
     got = prog.compile(target=target)(q=q, K=K, V=V)["out"]
     np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
     assert np.isnan(ref).all()
+
+
+def test_out_arrays_that_share_memory_are_refused():
+    # out={"C": buf, "y": buf[0]} gave a wrong C with no error: out= was checked against
+    # the inputs only (a review, 2026-12-05)
+    kern = example("matmul").compile(target="c")
+    rng = np.random.default_rng(0)
+    A, B, x = (rng.standard_normal(s).astype(np.float32) for s in ((3, 3), (3, 3), 3))
+    buf = np.zeros((3, 3), np.float32)
+    with pytest.raises(moac.ArgumentError, match=r"out\['y'\] shares memory with out\['C'\]"):
+        kern(A=A, B=B, x=x, out={"C": buf, "y": buf[0]})
+    with pytest.raises(moac.ArgumentError, match=r"out= must map output names to arrays \(a dict\), got ndarray"):
+        kern(A=A, B=B, x=x, out=buf)
+    y = np.zeros(3, np.float32)
+    got = kern(A=A, B=B, x=x, out={"C": buf, "y": y})
+    assert got["C"] is buf and got["y"] is y and np.allclose(buf, A @ B, atol=1e-5)
+
+
+def test_a_size_of_2_to_the_63_at_the_call_is_an_argument_error():
+    # cffi raised OverflowError ("int too big to convert") for w = 2^63 or np.uint64(2^64 - 1)
+    kern = example("decode_window").compile(target="c")
+    q, K = np.ones(4, np.float32), np.ones((8, 4), np.float32)
+    for w in (2**63, np.uint64(2**64 - 1)):
+        with pytest.raises(moac.ArgumentError, match="size w must be a non-negative integer below 2\\^63"):
+            kern(q=q, K=K, V=K, w=w)
+
+
+def test_a_torch_float8_of_the_other_format_is_refused():
+    # both float8 dtypes were viewed as the same uint8 bits, so an e5m2 tensor was read as
+    # e4m3: [6.0, 2.5] for [6.0, 3.5], silently
+    torch = pytest.importorskip("torch")
+    prog = moac.parse("size n, d\ninput x : f8e4m3 ⟨n d⟩\ninput y : f32 ⟨d⟩\nz = x +.× y\noutput z\n", "f8.moa")
+    kern = prog.compile(target="c")
+    v, y = torch.tensor([[1.0, 2.0, 3.0], [0.5, -1.0, 4.0]]), np.ones(3, np.float32)
+    with pytest.raises(moac.ArgumentError, match=r"input 'x' must have dtype .*\(declared f8e4m3\), got torch.float8_e5m2"):
+        kern(x=v.to(torch.float8_e5m2), y=y)
+    assert kern(x=v.to(torch.float8_e4m3fn), y=y)["z"].tolist() == [6.0, 3.5]
+    f = moac.parse("size n\ninput x : f32 ⟨n⟩\ny = x + 1\noutput y\n", "f.moa").compile(target="c")
+    with pytest.raises(moac.ArgumentError, match=r"input 'x' must have dtype float32 \(declared f32\), got torch.bfloat16"):
+        f(x=torch.ones(3, dtype=torch.bfloat16))           # it said "got uint16", the bits it was viewed as

@@ -31,18 +31,28 @@ def _is_torch(x) -> bool:
     return type(x).__module__.startswith("torch") and type(x).__name__ in ("Tensor", "Parameter")
 
 
-def as_array(name: str, x):
+_TORCH_BITS = {"bfloat16": "bf16", "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}   # read as bit patterns
+
+
+def as_array(name: str, x, declared: str | None = None, out: bool = False):
     """A numpy view of an argument, no copy: numpy arrays as they are, CPU torch tensors
     (bf16 and float8 as their bit patterns), anything else with __dlpack__ through numpy.
-    (array, is_torch)."""
+    (array, is_torch).  A tensor whose bit patterns are taken is refused here unless it is
+    the `declared` dtype (where given): as bits, float8_e5m2 and float8_e4m3fn look alike.
+    `out`: the argument is an out= array (so the messages say)."""
+    what = f"out['{name}']" if out else f"input '{name}'"
     if isinstance(x, np.ndarray):
         return x, False
     if _is_torch(x):
         import torch
         if x.device.type != "cpu":
-            raise ArgumentError(f"input '{name}' is a {x.device.type} tensor: a host kernel takes CPU tensors "
+            raise ArgumentError(f"{what} is a {x.device.type} tensor: a host kernel takes CPU tensors "
                                 "(GPU tensors go through the device entry of a GPU bundle, docs/gpu.md)")
         t = x.detach()
+        bits = _TORCH_BITS.get(str(t.dtype).removeprefix("torch."))
+        if declared is not None and bits is not None and bits != declared:
+            raise ArgumentError(f"{what} must have dtype {dtypes.describe(declared)} (declared {declared}), "
+                                f"got {t.dtype}")
         if t.dtype == torch.bfloat16:
             return t.view(torch.int16).numpy().view(np.uint16), True
         if t.dtype in (getattr(torch, "float8_e4m3fn", None), getattr(torch, "float8_e5m2", None)):
@@ -50,10 +60,10 @@ def as_array(name: str, x):
         try:
             return t.numpy(), True
         except TypeError as e:
-            raise ArgumentError(f"input '{name}': {e}") from None
+            raise ArgumentError(f"{what}: {e}") from None
     if hasattr(x, "__dlpack__"):
         try:
             return np.from_dlpack(x), False
         except (TypeError, RuntimeError, BufferError) as e:
-            raise ArgumentError(f"input '{name}': cannot be read through DLPack ({e})") from None
+            raise ArgumentError(f"{what}: cannot be read through DLPack ({e})") from None
     return x, False

@@ -64,6 +64,7 @@ class Kernel:
         self._binding = freeze_binding(prog, self.onf.fixed, {p.name: p.shape for p in self.signature.params
                                                               if p.kind == "output"})
         self._inputs = {i.name for i in prog.inputs}
+        self._declared = {i.name: i.dtype for i in prog.inputs}
         self._size_names = set(prog.size_names())
         self._updated = {u for u, _ in prog.updates}
         self._params = [(p.kind, p.name, f"{p.ctype} *", None if p.kind == "size" else _np_dtype(p))
@@ -119,8 +120,8 @@ class Kernel:
                                 f"{', '.join(i.name for i in prog.inputs)} (and sizes by name)")
         given = {k: v for k, v in args.items() if k in size_names}
         for k, v in given.items():
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-                raise ArgumentError(f"size {k} must be a non-negative integer, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not 0 <= v < 2**63:
+                raise ArgumentError(f"size {k} must be a non-negative integer below 2^63, got {v!r}")
         for k, v in given.items():
             if k in self.onf.fixed and int(v) != self.onf.fixed[k]:
                 raise ArgumentError(f"size {k} = {v}, but the kernel was compiled for {k} = {self.onf.fixed[k]}")
@@ -181,15 +182,19 @@ class Kernel:
         if self._data_checks:
             self.check_data(arrays, sizes)
         if out:                                     # numpy out= arrays exactly as the outputs are
-            for name, a in out.items():
+            for k, (name, a) in enumerate(out.items()):
                 if (type(a) is not np.ndarray or name not in outs or a.shape != outs[name]
                         or a.dtype != self._out_dtype[name] or not a.flags.c_contiguous
-                        or not a.flags.writeable or any(np.may_share_memory(a, arrays[n]) for n, _ in self._fast_in)):
+                        or not a.flags.writeable or any(np.may_share_memory(a, arrays[n]) for n, _ in self._fast_in)
+                        or any(np.may_share_memory(a, b) for b in list(out.values())[:k])):
                     return None                     # the full path says what is wrong
         from_buffer, result, args = self._ffi.from_buffer, {}, []
         for kind, name, ctype, dtype in self._fast_params:
             if kind == "output":
-                buf = result[name] = out[name] if out and name in out else np.empty(outs[name], dtype)
+                try:
+                    buf = result[name] = out[name] if out and name in out else np.empty(outs[name], dtype)
+                except MemoryError:
+                    return None                     # the full path says it cannot allocate
                 args.append(from_buffer(ctype, buf))
             elif kind == "size":
                 args.append(sizes[name])
@@ -233,6 +238,8 @@ class Kernel:
         not be allocated, a MemoryError."""
         if out is not None and "out" in self._inputs:     # the program has an input named out
             arrays["out"], out = out, None
+        if out is not None and not isinstance(out, dict):
+            raise ArgumentError(f"out= must map output names to arrays (a dict), got {type(out).__name__}")
         if self._fast_ok:
             result = self._fast_call(arrays, out)
             if result is not None:
@@ -240,7 +247,7 @@ class Kernel:
         torch_in = False
         for k in list(arrays):
             if k in self._inputs:
-                arrays[k], t = as_array(k, arrays[k])
+                arrays[k], t = as_array(k, arrays[k], self._declared[k])
                 torch_in |= t
         sizes = self._bind(arrays)
         self.check_data(arrays, sizes)
@@ -294,7 +301,7 @@ class Kernel:
         for p in self.signature.params:
             if p.kind != "output" or p.name not in out:
                 continue
-            a, _ = as_array(p.name, out[p.name])
+            a, _ = as_array(p.name, out[p.name], p.dtype, out=True)
             want = tuple(int(s) for s in self._binding.output_shape(p.name, sizes))
             ok = dtypes.accepts(p.dtype, a) if p.dtype and isinstance(a, np.ndarray) else \
                 isinstance(a, np.ndarray) and a.dtype == _np_dtype(p)
@@ -307,6 +314,10 @@ class Kernel:
             for i in self._inputs:
                 if np.may_share_memory(a, arrays[i]):
                     raise ArgumentError(f"out['{p.name}'] shares memory with input '{i}' (pass another array)")
+            for o, b in views.items():
+                if np.may_share_memory(a, b):
+                    raise ArgumentError(f"out['{p.name}'] shares memory with out['{o}']: each output needs "
+                                        "memory of its own")
             views[p.name] = a
         return views
 
