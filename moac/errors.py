@@ -30,8 +30,9 @@ class Span:
 
 def source_lines(text: str) -> list[str]:
     """The lines of a source text: a line ends at LF, CR LF or a lone CR, nothing else (not
-    at U+2028, NEL, VT or FF, which Python's splitlines also splits at), as in the parser."""
-    return re.split(r"\r\n|\r|\n", text)
+    at U+2028, NEL, VT or FF, which Python's splitlines also splits at), as in the parser;
+    a leading byte-order mark is not part of the first line (nor a column of it)."""
+    return re.split(r"\r\n|\r|\n", text.removeprefix("\ufeff"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -350,3 +350,15 @@ def test_a_reserved_word_as_a_name_gets_a_note():
         moac.parse("size n, max\ninput x : f32 ⟨n⟩\n", "kw.moa")
     assert e.value.message == "unexpected 'max'; expected a name"
     assert e.value.notes == ("'max' is a reserved word (a function or operator of the notation); choose another name",)
+
+
+@pytest.mark.parametrize("src,col,fix", [("r = ⟨n − 1⟩ △ A", 8, "⟨(n − 1)⟩"), ("r = <1 -2> take A", 8, "⟨(1 − 2)⟩"),
+                                         ("r = ⟨n -1⟩ △ A", 8, "⟨(n − 1)⟩")])
+def test_a_minus_number_after_an_item_of_a_vector_is_refused(src, col, fix):
+    # ⟨n − 1⟩ △ A was read as ⟨n ¯1⟩ △ A (the last column), silently: `-1` is an item of ⟨…⟩
+    # (ASCII's ¯1), so n − 1 there was two items (a review, 2026-12-05)
+    with pytest.raises(moac.ParseError, match="reads as a second item") as e:
+        moac.parse(f"size n, m\ninput A : f32 ⟨n m⟩\n{src}\noutput r\n", "v.moa")
+    assert (e.value.span.line, e.value.span.col) == (3, col) and fix in e.value.notes[0]
+    for ok in ("r = ⟨(n − 1)⟩ ψ A", "r = <-1 2> take A", "r = ⟨¯1 ¯2⟩ △ A", "r = ⟨n, ¯1⟩ △ A"):
+        moac.parse(f"size n, m\ninput A : f32 ⟨n m⟩\n{ok}\noutput r\n", "v.moa").dnf()

@@ -218,9 +218,21 @@ class _ToAST(lark.Transformer):
 
     def negnumber(self, meta, items):
         sign, tok = items
-        return Number(_span(sign).join(_span(tok)), -_literal(tok))
+        num = Number(_span(sign).join(_span(tok)), -_literal(tok))
+        if sign.type == "MINUS":            # `-1` as an item of ⟨…⟩ (the ASCII spelling of ¯1)
+            self.__dict__.setdefault("_minus_items", set()).add(id(num))
+        return num
 
     def vector(self, meta, items):
+        minus = self.__dict__.get("_minus_items", ())
+        for prev, item in zip(items, items[1:]):
+            if id(item) in minus:           # ⟨n − 1⟩ is two items, n and ¯1: never what it looks like
+                text = f"{-item.value}"
+                left = prev.id if isinstance(prev, Name) else f"{prev.value}" if isinstance(prev, Number) else "…"
+                raise ParseError(f"`− {text}` after an item of ⟨…⟩ reads as a second item, ¯{text}, not a "
+                                 "subtraction", item.span,
+                                 notes=(f"for the difference write the item in parentheses, `⟨({left} − {text})⟩`; "
+                                        f"for a negative item write `¯{text}`",))
         return Vector(_span(meta), tuple(items))
 
     def dyad(self, meta, items):
@@ -374,8 +386,7 @@ def _fixit_token(tok, lines: list[str]) -> tuple[str, ...]:
 def parse(text: str, filename: str = "<input>", extra_fnames: frozenset[str] = frozenset()) -> Module:
     """Parse one source file into a Module; raise ParseError with position on failure."""
     source = Source(text, filename)
-    if text.startswith("\ufeff"):          # a UTF-8 byte-order mark: blank it, keeping columns
-        text = " " + text[1:]
+    text = text.removeprefix("\ufeff")    # a UTF-8 byte-order mark: not a column (editors do not count it)
     text = re.sub(r"\r\n?", "\n", text)   # CR LF and a lone CR end a line, as LF does
     assigned = set(_ASSIGNED.findall(text))
     fnames = defined_fnames(text) | (extra_fnames - assigned)
