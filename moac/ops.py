@@ -38,6 +38,15 @@ def _div(a: float, b: float) -> float:
     return a / b if b != 0 else math.copysign(math.inf, a) if a != 0 else math.nan
 
 
+def _fmax(a: float, b: float) -> float:
+    """C's fmax on Python floats: a NaN operand gives way to the other."""
+    return b if a != a else a if b != b or a >= b else b
+
+
+def _fmin(a: float, b: float) -> float:
+    return b if a != a else a if b != b or a <= b else b
+
+
 OPS: dict[str, Op] = {o.name: o for o in (
     Op("add", 2, "PLUS", "+", "+", np.add, c_infix="+", identity=0.0, red_symbol="Σ", acc_clause="+",
        python=operator.add),
@@ -45,10 +54,13 @@ OPS: dict[str, Op] = {o.name: o for o in (
     Op("mul", 2, "TIMES", "×", "×", np.multiply, c_infix="*", identity=1.0, red_symbol="Π", acc_clause="*",
        python=operator.mul),
     Op("div", 2, "DIVIDE", "÷", "÷", np.divide, c_infix="/", python=_div, monadic="recip"),
-    Op("max", 2, "MAX", "max", "max", np.maximum, c_fn="fmax", identity=-math.inf, red_symbol="max",
-       acc_clause="max", python=max),
-    Op("min", 2, "MIN", "min", "min", np.minimum, c_fn="fmin", identity=math.inf, red_symbol="min",
-       acc_clause="min", python=min),
+    # max and min are C's fmax and fmin everywhere (the kernels' and the references'): a NaN
+    # operand gives way to the other, and a reduction starts from its identity, so max red
+    # over NaNs only is −∞ (numpy's maximum would propagate the NaN)
+    Op("max", 2, "MAX", "max", "max", np.fmax, c_fn="fmax", identity=-math.inf, red_symbol="max",
+       acc_clause="max", python=_fmax),
+    Op("min", 2, "MIN", "min", "min", np.fmin, c_fn="fmin", identity=math.inf, red_symbol="min",
+       acc_clause="min", python=_fmin),
     Op("pow", 2, "POW", "⋆", "⋆", np.power, c_fn="pow", python=operator.pow),
     Op("neg", 1, None, "−", "−", np.negative, python=operator.neg),
     Op("recip", 1, None, "÷", "÷", lambda x: 1.0 / x, python=lambda x: 1.0 / x),

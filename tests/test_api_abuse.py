@@ -67,6 +67,26 @@ def test_infinities_and_nans_in_the_inputs_agree_with_the_interpreter(target):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_max_and_min_with_nans_agree_with_the_interpreter(target):
+    # the kernels' max and min are C's fmax and fmin (a NaN gives way), the interpreter's
+    # were numpy's maximum and minimum (a NaN wins): x max y, max red x and (log x) max 0
+    # differed wherever x held a NaN (a review, 2026-12-05); now both follow fmax
+    from moac.dnf.evaluate import evaluate_dnf
+    prog = moac.parse("size n\ninput x : f32 ⟨n⟩\ninput y : f32 ⟨n⟩\na = x max y\nb = x min y\nc = max red x\n"
+                      "d = min red x\nm = x (max.+) y\noutput a, b, c, d, m\n", "nan.moa")
+    kern = prog.compile(target=target)
+    for x, y in (([-1, 0, 2, np.nan, np.inf, -np.inf], [0, 0, 1, 1, 1, 0]), ([np.nan] * 3, [np.nan, 1, 2])):
+        x, y = np.array(x, np.float32), np.array(y, np.float32)
+        got, ref = kern(x=x, y=y), prog.evaluate(x=x, y=y)
+        with np.errstate(invalid="ignore"):
+            dnf = evaluate_dnf(prog.dnf(), {"x": x.astype(np.float64), "y": y.astype(np.float64)}, {"n": x.size})
+        for out in ref:
+            assert np.array_equal(np.asarray(got[out], np.float64), ref[out], equal_nan=True), (out, got[out], ref[out])
+            assert np.array_equal(np.asarray(dnf[out], np.float64), ref[out], equal_nan=True), (out, dnf[out], ref[out])
+    assert float(prog.evaluate(x=np.full(3, np.nan, np.float32), y=np.zeros(3, np.float32))["c"]) == -np.inf
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_no_tokens_gives_what_the_interpreter_gives(target):
     prog = example("decode")
     kern = prog.compile(target=target)

@@ -245,4 +245,6 @@ def _reduce(op: str, arr: np.ndarray, axis: int) -> np.ndarray:
         return acc
     if arr.shape[axis] == 0:
         return np.full(arr.shape[:axis] + arr.shape[axis + 1:], OPS[op].identity)
+    if op in ("max", "min"):         # from the identity, as the kernels: only NaNs give ∓∞ (fmax, fmin)
+        return OPS[op].numpy.reduce(arr, axis=axis, initial=OPS[op].identity)
     return OPS[op].numpy.reduce(arr, axis=axis)
