@@ -14,6 +14,7 @@ import functools
 import hashlib
 import os
 import tempfile
+import time
 from importlib import resources
 from pathlib import Path
 
@@ -24,14 +25,30 @@ def cache_dir() -> Path:
     root = os.environ.get("MOAC_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "moac")
     p = Path(root)
-    p.mkdir(parents=True, exist_ok=True)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:                # an OSError of its own kind, naming the setting
+        raise type(e)(e.errno, f"cannot use the cache directory (MOAC_CACHE_DIR, else ~/.cache/moac): "
+                               f"{e.strerror}", str(p)) from None
     return p
 
 
-def entries(root: Path) -> list:
-    """The files moac made in a cache directory (never anything else that lives there)."""
+BUSY = 3600     # seconds: a temporary file (.moac_*) younger than this may be a build in progress
+
+
+def entries(root: Path, busy: bool = True) -> list:
+    """The files moac made in a cache directory (never anything else that lives there);
+    busy=False leaves out the temporary files of builds that may still be running."""
+    now = time.time()
     return [p for p in root.iterdir() if p.is_file() and (p.name.startswith("moac_") or p.name.startswith(".moac_"))
-            and p.suffix in SUFFIXES]
+            and p.suffix in SUFFIXES and (busy or not p.name.startswith(".") or now - _mtime(p) > BUSY)]
+
+
+def _mtime(p: Path) -> float:
+    try:
+        return p.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def cache_info() -> str:
@@ -46,12 +63,18 @@ def cache_info() -> str:
 
 
 def cache_clear() -> str:
-    """Remove what moac put in its cache (libraries, their sources and hashes, parser tables, compiled sources) (a library loaded in a running process
-    stays valid: the file is unlinked, not overwritten)."""
+    """Remove what moac put in its cache (libraries, their sources and hashes, parser tables,
+    compiled sources; a library loaded in a running process stays valid: the file is
+    unlinked, not overwritten), but not the temporary files of builds that may still be
+    running (a clear during builds deleted gcc's output under it)."""
+    import shutil
     root = cache_dir()
-    files = entries(root)
+    files = entries(root, busy=False)
     for p in files:
         p.unlink(missing_ok=True)
+    for d in root.glob(".moac_*"):      # a build's own directory, left by a build that died
+        if d.is_dir() and time.time() - _mtime(d) > BUSY:
+            shutil.rmtree(d, ignore_errors=True)
     return f"cache {root}: removed {len(files)} files"
 
 
@@ -92,13 +115,16 @@ def enabled() -> bool:
 
 
 def get_text(key: tuple) -> str | None:
-    """The cached text for this key, or None (no entry, caching off, or unreadable)."""
+    """The cached text for this key, or None (no entry, caching off, unreadable, or not the
+    text stored: its first line is the hash of the rest, so an emptied or truncated entry
+    is a miss, never an empty or cut-off C file)."""
     if not enabled():
         return None
     try:
-        return _out_path(key).read_text(encoding="utf-8")
+        head, _, text = _out_path(key).read_text(encoding="utf-8").partition("\n")
     except (OSError, UnicodeDecodeError):
         return None
+    return text if head == "sha256 " + hashlib.sha256(text.encode()).hexdigest() else None
 
 
 def put_text(key: tuple, text: str) -> None:
@@ -106,7 +132,7 @@ def put_text(key: tuple, text: str) -> None:
     if not enabled():
         return
     try:
-        write_atomic(_out_path(key), text)
+        write_atomic(_out_path(key), "sha256 " + hashlib.sha256(text.encode()).hexdigest() + "\n" + text)
     except OSError:
         pass
 
@@ -126,7 +152,10 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
         return
     if not (path.parent if str(path.parent) else Path(".")).is_dir():
         raise FileNotFoundError(2, "no such directory", str(path.parent))
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+    except OSError as e:                # named by the file asked for, not the temporary one
+        raise type(e)(e.errno, e.strerror, str(path)) from None
     try:
         with os.fdopen(fd, **mode) as f:
             f.write(text)

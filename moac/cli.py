@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -162,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("args", nargs=argparse.REMAINDER, help="BUNDLE.json [-D NAME=VALUE ...] [--reps N] [--json OUT]")
 
     argv = sys.argv[1:] if argv is None else list(argv)
+    if sys.stdout is None:              # started with standard output closed (`moac … >&-`)
+        sys.stdout = _Closed()
     _Parser.json_errors = "--json" in argv[:argv.index("--")] if "--" in argv else "--json" in argv
     if argv[:1] == ["run"]:              # the rest is moac.gpu's command line
         from .gpu.run import main as run_main
@@ -219,6 +222,15 @@ def main(argv: list[str] | None = None) -> int:
         return 3
 
 
+class _Closed:
+    """Standard output when the process has none: a write is an OSError, reported as such."""
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "cannot write the output: standard output is closed")
+
+    def flush(self) -> None:
+        pass
+
+
 def _color(choice: str) -> bool:
     if choice != "auto":
         return choice == "always"
@@ -251,6 +263,9 @@ def _run(args, ap) -> int:
         from .examples_index import command
         return command(args.name, show_path=args.path)
     ap = ap.sub.choices[args.cmd]       # usage errors from here on show the subcommand's usage
+    out = getattr(args, "out", None)
+    if out not in (None, "-") and args.file != "-" and os.path.exists(out) and os.path.samefile(out, args.file):
+        ap.error(f"-o {out} is the source file itself: the C would overwrite the program", usage=False)
     data = _read(args.file, ap)
     sizes = _sizes(args.defs, ap)
     from . import cache

@@ -289,3 +289,55 @@ def test_io_and_internal_errors_speak_json_with_json(capsys, monkeypatch, tmp_pa
     got = json.loads(capsys.readouterr().err)["error"]
     assert got["kind"] == "internal" and got["message"] == "RuntimeError: a planted bug"
     assert "This is a bug in moac" in got["rendered"]
+
+
+def test_a_cleared_or_cut_output_cache_entry_is_a_miss_and_clear_spares_running_builds(tmp_path):
+    # an emptied moac_out_*.txt was served as it was: exit 0 and an empty C file; and
+    # `moac cache clear` removed the temporary files of builds running in other processes
+    # (their gcc then failed, or a TypeError from a library that had gone)
+    import os
+    import subprocess
+    import sys
+    import time
+    from test_back_common import ROOT
+    env = dict(os.environ, MOAC_CACHE_DIR=str(tmp_path / "c"))
+    env.pop("MOAC_VERIFY", None)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "moac", *a], cwd=ROOT, env=env,   # noqa: E731
+                                    capture_output=True, text=True)
+    assert run("compile", "examples/matmul.moa", "-o", str(tmp_path / "a.c")).returncode == 0
+    want = (tmp_path / "a.c").read_text()
+    (entry,) = (tmp_path / "c").glob("moac_out_*.txt")
+    for cut in ("", entry.read_text()[:200]):
+        entry.write_text(cut)
+        assert run("compile", "examples/matmul.moa", "-o", str(tmp_path / "b.c")).returncode == 0
+        assert (tmp_path / "b.c").read_text() == want
+    young, old = tmp_path / "c" / ".moac_1234.abcd.so", tmp_path / "c" / ".moac_5678.efgh.so"
+    (tmp_path / "c" / ".moac_1234.dir").mkdir()
+    for f in (young, old):
+        f.write_bytes(b"\0")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    assert run("cache", "clear").returncode == 0
+    assert young.exists() and not old.exists() and (tmp_path / "c" / ".moac_1234.dir").is_dir()
+
+
+def test_o_naming_the_source_closed_stdout_and_a_file_for_the_cache(tmp_path):
+    # -o X.moa replaced the program with C (exit 0); a closed stdout was an internal error;
+    # MOAC_CACHE_DIR naming a file said only "File exists"
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from test_back_common import ROOT, example_path
+    src = tmp_path / "m.moa"
+    shutil.copy(example_path("matmul"), src)
+    before = src.read_text()
+    r = moac_cli("compile", str(src), "-o", str(tmp_path / "." / "m.moa"))
+    assert r.returncode == 2 and "is the source file itself" in r.stderr and src.read_text() == before
+    r = subprocess.run(f"{sys.executable} -m moac compile {src} >&-", shell=True, cwd=ROOT, capture_output=True,
+                       text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 1 and "standard output is closed" in r.stderr and "internal error" not in r.stderr
+    env = dict(os.environ, MOAC_CACHE_DIR=str(src), PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-m", "moac", "check", str(src), "--target", "c"], cwd=ROOT, env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and f"cannot use the cache directory (MOAC_CACHE_DIR, else ~/.cache/moac): File exists: {src}" \
+        in r.stderr, r.stderr

@@ -94,26 +94,37 @@ def build_library(c_source: str, flags: list[str], cc: str = "gcc") -> Path:
         note(f"library from the cache: {lib}")
         return lib
     c_file = root / f"moac_{key}.c"
+    # the compiler reads a private copy of the source (in a directory of its own, under the
+    # same file name, so that the library's bytes do not depend on it) and writes a private
+    # library, both renamed into place when done: `moac cache clear` in another process
+    # (which spares temporary files) cannot remove them under it
     try:
-        same = c_file.read_text(encoding="utf-8") == c_source
-    except (OSError, UnicodeDecodeError):
-        same = False
-    if not same:
-        write_atomic(c_file, c_source)
-    fd, tmp = tempfile.mkstemp(prefix=f".moac_{key}.", suffix=".so", dir=root)
+        work = Path(tempfile.mkdtemp(prefix=f".moac_{key}.", dir=root))
+        (work / c_file.name).write_text(c_source, encoding="utf-8")
+        fd, tmp = tempfile.mkstemp(prefix=f".moac_{key}.", suffix=".so", dir=root)
+    except OSError as e:
+        raise type(e)(e.errno, f"cannot write to the cache directory (MOAC_CACHE_DIR): {e.strerror}",
+                      str(root)) from None
     os.close(fd)
-    argv = [cc] + list(flags) + ["-o", tmp, str(c_file), "-lm"]
-    note(shlex.join(argv))
+    argv = [cc] + list(flags) + ["-o", tmp, c_file.name, "-lm"]
+    shown = [str(c_file) if a == c_file.name else a for a in argv]
+    note(shlex.join(shown))
     try:
         with stage(f"build ({Path(cc).name})"):
-            r = subprocess.run(argv, capture_output=True, text=True, check=False)
+            r = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=work)
     except OSError as e:
         Path(tmp).unlink(missing_ok=True)
-        raise BuildError(f"cannot run the C compiler {cc!r}: {e.strerror}", argv, "", str(c_file)) from None
-    if r.returncode != 0:
+        shutil.rmtree(work, ignore_errors=True)
+        raise BuildError(f"cannot run the C compiler {cc!r}: {e.strerror}", shown, "", str(c_file)) from None
+    os.replace(work / c_file.name, c_file)      # kept beside the library, and for the message of a failure
+    shutil.rmtree(work, ignore_errors=True)
+    digest = _digest(Path(tmp)) if r.returncode == 0 else None
+    if digest is None:
         Path(tmp).unlink(missing_ok=True)
-        raise BuildError(f"the C compiler failed (exit {r.returncode})", argv, r.stderr, str(c_file))
-    write_atomic(lib.with_suffix(".sha256"), _digest(Path(tmp)) + "\n")
+        raise BuildError(f"the C compiler failed (exit {r.returncode})" if r.returncode else
+                         "the built library was removed before it could be stored", shown,
+                         r.stderr.replace(c_file.name, str(c_file)), str(c_file))
+    write_atomic(lib.with_suffix(".sha256"), digest + "\n")
     os.replace(tmp, lib)
     return lib
 
@@ -133,6 +144,14 @@ def build(art, cc: str | None = None, werror: bool = False, extra_flags: tuple =
     if shutil.which(cc) is None and not os.path.exists(cc):
         raise BuildError(f"C compiler {cc!r} not found", [cc], "", "")
     flags = compile_flags(art.options.target, werror=werror, native=native) + list(extra_flags)
-    lib = build_library(art.c_source, flags, cc)
     aligned = tuple(p.name for p in art.signature.params if p.cname in art.cunit.aligned)
-    return Kernel(art.onf, art.c_source, lib, art.signature, flags, aligned)
+    for attempt in (1, 2):
+        lib = build_library(art.c_source, flags, cc)
+        try:
+            return Kernel(art.onf, art.c_source, lib, art.signature, flags, aligned)
+        except OSError:
+            if lib.exists():
+                raise
+            if attempt == 2:                # the cache was cleared between the build and the load, twice
+                raise BuildError(f"the library {lib.name} was removed from the cache before it could be loaded "
+                                 "(a `moac cache clear` during the build?); build again", [], "", "") from None
