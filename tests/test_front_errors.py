@@ -362,3 +362,28 @@ def test_a_minus_number_after_an_item_of_a_vector_is_refused(src, col, fix):
     assert (e.value.span.line, e.value.span.col) == (3, col) and fix in e.value.notes[0]
     for ok in ("r = ⟨(n − 1)⟩ ψ A", "r = <-1 2> take A", "r = ⟨¯1 ¯2⟩ △ A", "r = ⟨n, ¯1⟩ △ A"):
         moac.parse(f"size n, m\ninput A : f32 ⟨n m⟩\n{ok}\noutput r\n", "v.moa").dnf()
+
+
+@pytest.mark.parametrize("src,cls,msg,pos", [
+    # exit 3 (KeyError 'r') from moac onf and evaluate: the update was recorded under the alias
+    ("input C : f32 ⟨3 4⟩\ninput v : f32 ⟨5⟩\nr = v\nupdate r ← v\n", moac.NameError_,
+     "only an input can be updated; 'r' is a name for input 'v'", (4, 8)),
+    # exit 3 (numpy's "negative dimensions") from moac check
+    ("input y : f32 ⟨¯2⟩\nr = y\n", moac.ShapeError, "input 'y': a length must be ≥ 0, got -2", (1, 16)),
+])
+def test_user_mistakes_that_were_internal_errors(src, cls, msg, pos):
+    with pytest.raises(cls, match=msg) as e:
+        moac.parse(src, "m.moa").onf(target="c")
+    assert (e.value.span.line, e.value.span.col) == pos
+
+
+def test_a_size_named_as_another_size_is_one_parameter():
+    # size m = n declared n twice ("sizes n, n, m = n"): gcc refused the C (parameter n_ twice)
+    import numpy as np
+    for src in ("size n\nsize m = n\ninput y : f32 ⟨m⟩\nr = y + 1\n",
+                "size a, b\nsize g = a ÷ b\nsize g2 = a ÷ b\ninput y : f32 ⟨g g2⟩\nr = y + 1\n"):
+        prog = moac.parse(src, "s.moa")
+        assert str(prog.dnf()).splitlines()[1].count("n, n") == 0
+        two = "⟨g g2⟩" in src
+        y = np.ones((3, 3) if two else (3,), np.float32)
+        assert np.all(prog.compile(target="c")(y=y, **({"b": 2} if two else {}))["r"] == 2)

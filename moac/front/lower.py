@@ -109,6 +109,10 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
                         e.notes = (f"an input's shape is made of sizes: declare it first with `size {m[1]}` "
                                    f"(or add it to an existing `size` line)",)
                     raise
+                for item, extent in zip(vec.items, shape):
+                    if sp.sympify(extent).is_negative:
+                        raise el.err(ShapeError, f"input '{nm.id}': a length must be ≥ 0, got {show_expr(extent)}",
+                                     item)
                 used_sizes.update(s for e in shape for s in sp.sympify(e).free_symbols)
                 define(nm, "input")
                 glob.names[nm.id] = CInput(nm.span, tuple(shape), nm.id, dt)
@@ -158,7 +162,7 @@ def to_core(module: S.Module, source: Source, prelude: bool = True) -> CoreProgr
     constraints: dict = {}
     for c in el.constraints:                  # one per condition, the first one found
         constraints.setdefault(_key(c), c)
-    independent = tuple(v for v in el.sizes.values() if isinstance(v, sp.Symbol))
+    independent = tuple(dict.fromkeys(v for v in el.sizes.values() if isinstance(v, sp.Symbol)))   # size m = n: once
     program = CoreProgram(source, independent, hints, tuple(inputs), tuple(outputs),
                           tuple(constraints.values()), tuple(derived.items()), tuple(updates), size_spans, output_dtypes)
     if any(isinstance(v.arg, C.CScatter) for _, v in updates):
@@ -204,6 +208,9 @@ def _update(el: Elab, nm: S.Name, e: S.Node, glob: Scope, updates: list, span: S
     if not isinstance(target, CInput):
         raise el.err(NameError_, f"only an input can be updated; '{nm.id}' is "
                      f"{'not defined' if target is None else 'computed'}", nm)
+    if target.name != nm.id:              # r = v, then update r ← …: r is a value, v the buffer
+        raise el.err(NameError_, f"only an input can be updated; '{nm.id}' is a name for input "
+                     f"'{target.name}'", nm, [f"update the input itself: `update {target.name} ← …`"])
     if any(u[0] == nm.id for u in updates):
         raise el.err(NameError_, f"'{nm.id}' is updated twice", nm)
     value = el.expr(e, glob)
