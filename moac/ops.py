@@ -63,7 +63,7 @@ OPS: dict[str, Op] = {o.name: o for o in (
        acc_clause="min", python=_fmin),
     Op("pow", 2, "POW", "⋆", "⋆", np.power, c_fn="pow", python=operator.pow),
     Op("neg", 1, None, "−", "−", np.negative, python=operator.neg),
-    Op("recip", 1, None, "÷", "÷", lambda x: 1.0 / x, python=lambda x: 1.0 / x),
+    Op("recip", 1, None, "÷", "÷", lambda x: 1.0 / x, python=lambda x: _div(1.0, x)),
     Op("exp", 1, "EXP", "exp", "exp ", np.exp, c_fn="moac_exp", python=math.exp),
     Op("log", 1, "LOG", "log", "log ", np.log, c_fn="log", python=math.log),
     Op("sqrt", 1, "SQRT", "√", "√", np.sqrt, c_fn="sqrt", python=math.sqrt),

@@ -20,9 +20,15 @@ class Options:
     @staticmethod
     def make(target: str = "openacc", sizes: dict | None = None, mapping: str = "auto", unroll: int = 0,
              storage: dict | None = None, share_kv: bool = True, pack: str = "auto",
-             wsum_unroll: int = 0, index_bits: int = 0) -> "Options":
+             wsum_unroll: int = 0, index_bits: int = 0, **unknown) -> "Options":
         from .errors import ArgumentError           # a MoacError: the CLI's flags are checked as these are
         from .targets import get_target
+        if unknown:
+            raise ArgumentError(f"unknown option(s) {', '.join(sorted(unknown))}; the options are target, sizes, "
+                                "mapping, unroll, storage, share_kv, pack, wsum_unroll, index_bits")
+        for name, d in (("sizes", sizes), ("storage", storage)):
+            if d is not None and not isinstance(d, dict):
+                raise ArgumentError(f"{name} must be a dict (name -> value), got {type(d).__name__}")
         try:
             get_target(target)
         except ValueError as e:

@@ -100,12 +100,16 @@ class Program:
         """Build and load the kernel for these options (those of `onf`), cached like every
         stage; returns a moac.jit.kernel.Kernel, called with the inputs by name.  `cc`: the
         C compiler (default: $CC for the gcc targets, else the target's, gcc or nvcc);
-        `werror`: warnings are errors; `extra_flags`: more compiler flags; `native`: build
+        `werror`: warnings are errors; `extra_flags`: more compiler flags (a list, or a string
+        split as a shell would); `native`: build
         for this machine's CPU where the target has flags for it (openmp: -march=native;
         None: on unless MOAC_NATIVE=0).  A failed compilation is a BuildError carrying the
         command and the compiler's output."""
         from .jit import build
         opts = Options.make(**options)
+        if isinstance(extra_flags, str):            # "-O0 -g": words, not characters
+            import shlex
+            extra_flags = shlex.split(extra_flags)
         # the environment the build reads (CC, MOAC_CFLAGS, MOAC_NATIVE) is part of the key: a
         # changed setting builds anew instead of returning the kernel built under the old one
         env = tuple(os.environ.get(k) for k in ("CC", "MOAC_CFLAGS", "MOAC_NATIVE"))
@@ -119,7 +123,22 @@ class Program:
         """Evaluate the source program with numpy in float64, the independent reference the
         kernels are checked against: inputs by name (bf16 as uint16 bit patterns, as for a
         kernel), `sizes` for those no input's shape determines; a dict of output name -> array
-        (and, for an input the program updates in place, the buffer as the call leaves it)."""
+        (and, for an input the program updates in place, the buffer as the call leaves it).
+        Numpy arrays, CPU torch tensors and DLPack objects are read as for a kernel; an input
+        stored narrow (bf16, f16, fp8, i8) must come in its storage dtype, as for a kernel
+        (f32 values would be read unrounded, uint16 bits as integers); f32 and f64 inputs
+        take any real array, by value."""
+        import numpy as np
+        from . import dtypes
+        from .errors import ArgumentError
+        from .jit.arrays import as_array
+        for i in self.core.inputs:
+            if i.name not in arrays:
+                continue                            # interp.evaluate names what is missing
+            a = arrays[i.name] = as_array(i.name, arrays[i.name], i.dtype)[0]
+            if i.dtype in dtypes.WIDENED and not dtypes.accepts(i.dtype, np.asarray(a)):
+                raise ArgumentError(f"input '{i.name}' must have dtype {dtypes.describe(i.dtype)} (declared "
+                                    f"{i.dtype}), got {np.asarray(a).dtype}")
         return interp.evaluate(self.core, arrays, sizes)
 
     @property

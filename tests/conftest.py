@@ -43,7 +43,8 @@ def concrete_shape(shape, sizes: dict) -> tuple:
 
 
 def random_inputs(prog: moac.Program, sizes: dict, seed: int = 0) -> dict:
-    """Seeded standard-normal float64 arrays for every input of `prog`."""
+    """Seeded standard-normal arrays for every input of `prog`: float64 values, or the bits of
+    an input stored narrow (bf16, f16, fp8, i8), which evaluate and evaluate_dnf both decode."""
     rng = np.random.default_rng(seed)
     from moac.front.data import INDEX_DTYPES, random_index_inputs
     env = {sym(k): v for k, v in sizes.items()}
@@ -51,8 +52,9 @@ def random_inputs(prog: moac.Program, sizes: dict, seed: int = 0) -> dict:
         env.setdefault(sym(name), sp.sympify(e).xreplace(env))
     shapes = {i.name: concrete_shape(i.shape, sizes) for i in prog.inputs}
     ints = random_index_inputs(prog.core, shapes, env, rng)
-    return {i.name: ints[i.name] if i.dtype in INDEX_DTYPES else rng.standard_normal(shapes[i.name])
-            for i in prog.inputs}
+    from moac.dtypes import WIDENED, random
+    return {i.name: ints[i.name] if i.dtype in INDEX_DTYPES else random(i.dtype, rng, shapes[i.name])
+            if i.dtype in WIDENED else rng.standard_normal(shapes[i.name]) for i in prog.inputs}
 
 
 def program(src_or_prog, filename: str = "<test>") -> moac.Program:
@@ -67,12 +69,7 @@ def check_dnf(src_or_prog, sizes: dict, seed: int = 0, arrays: dict | None = Non
     Returns the interpreter's results."""
     prog = program(src_or_prog)
     arrays = random_inputs(prog, sizes, seed) if arrays is None else arrays
-    from moac.dtypes import as_float64          # the values an input of narrow storage holds
-    from moac.front.data import INDEX_DTYPES
-    dts = {i.name: i.dtype for i in prog.inputs}
-    arrays = {k: v if dts.get(k) in INDEX_DTYPES else as_float64(dts.get(k, "f64"), v)   # integers stay integers
-              for k, v in arrays.items()}
-    ref = prog.evaluate(sizes=sizes, **arrays)
+    ref = prog.evaluate(sizes=sizes, **arrays)     # inputs of narrow storage as their bits, read by both
     got = evaluate_dnf(prog.dnf(), arrays, sizes)
     assert set(got) == set(ref)
     for name, want in ref.items():

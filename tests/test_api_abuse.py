@@ -241,3 +241,26 @@ def test_a_torch_float8_of_the_other_format_is_refused():
     f = moac.parse("size n\ninput x : f32 ⟨n⟩\ny = x + 1\noutput y\n", "f.moa").compile(target="c")
     with pytest.raises(moac.ArgumentError, match=r"input 'x' must have dtype float32 \(declared f32\), got torch.bfloat16"):
         f(x=torch.ones(3, dtype=torch.bfloat16))           # it said "got uint16", the bits it was viewed as
+
+
+def test_evaluate_reads_inputs_as_a_kernel_does():
+    # evaluate took f32 values for a bf16 input unrounded and uint16 bits for an f16 input as
+    # integers, and a torch bf16 tensor was a TypeError; the DNF evaluator read bf16 and fp8
+    # bits as integers, and monadic ÷ 0 raised ZeroDivisionError there (a review, 2026-12-05)
+    from moac.dnf.evaluate import evaluate_dnf
+    prog = moac.parse("size n\ninput x : bf16 ⟨n⟩\ninput h : f16 ⟨n⟩\ny = (÷ x) + h\noutput y\n", "e.moa")
+    x, h = np.array([16256, 0, 16384], np.uint16), np.array([1, 2, 3], np.float16)     # bf16 1, 0, 2
+    want = [2.0, np.inf, 3.5]
+    assert prog.evaluate(x=x, h=h)["y"].tolist() == want
+    assert evaluate_dnf(prog.dnf(), {"x": x, "h": h})["y"].tolist() == want
+    with pytest.raises(moac.ArgumentError, match=r"input 'x' must have dtype uint16 bf16 .* got float32"):
+        prog.evaluate(x=x.astype(np.float32), h=h)
+    with pytest.raises(moac.ArgumentError, match=r"input 'h' must have dtype float16 \(declared f16\), got uint16"):
+        prog.evaluate(x=x, h=h.view(np.uint16))
+    torch = pytest.importorskip("torch")
+    assert prog.evaluate(x=torch.tensor([1.0, 0.0, 2.0], dtype=torch.bfloat16), h=h)["y"].tolist() == want
+    with pytest.raises(moac.ArgumentError, match="unknown option"):
+        prog.compile(target="c", block=4)
+    with pytest.raises(moac.ArgumentError, match="sizes must be a dict"):
+        prog.compile(target="c", sizes=[("n", 3)])
+    assert prog.compile(target="c", extra_flags="-O1 -g").flags[-2:] == ["-O1", "-g"]    # words, not letters

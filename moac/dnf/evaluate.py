@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import sympy as sp
 
+from ..dtypes import as_float64
 from ..front.data import INDEX_DTYPES, evaluate as evaluate_data
 from ..front.interp import bind_sizes
 from ..ops import OPS
@@ -18,7 +19,8 @@ def evaluate_dnf(d: DNF, arrays: dict, sizes: dict | None = None) -> dict:
     """Evaluate the DNF element by element (plain Python): used by the tests to check the
     ψ-reduction against the reference interpreter on small shapes."""
     env = bind_sizes(d.program, arrays, sizes)
-    store = {k: np.asarray(v, dtype=np.float64) for k, v in arrays.items()}
+    decl = {i.name: i.dtype for i in d.program.inputs}
+    store = {k: as_float64(decl.get(k, "f64"), v) for k, v in arrays.items()}   # bf16, fp8: their values
     ints = {i.name: np.asarray(arrays[i.name]) for i in d.program.inputs if i.dtype in INDEX_DTYPES}
 
     def ival(x, ienv) -> int:
