@@ -36,6 +36,8 @@ from .errors import ArgumentError
 
 _DTYPE = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}
 _RESERVED = {"self", "out"}          # names torch's schemas give a meaning of their own
+_TORCH_NAMESPACES = {"aten", "prims", "prim", "torch", "_c10d_functional", "c10d", "quantized", "inductor",
+                     "higher_order", "mkldnn", "_quantized", "rngprims", "profiler", "debugprims"}
 _OPS: dict = {}                      # (namespace, name) -> (library file, device_kernel, op)
 
 
@@ -199,6 +201,8 @@ def as_custom_op(kernel, name: str | None = None, namespace: str = "moac", devic
     keyword interface that CUDA tensors are passed to (a GPU bundle's device entry)."""
     if not (isinstance(namespace, str) and namespace.isascii() and namespace.isidentifier()):
         raise ArgumentError(f"namespace {namespace!r} must be an ASCII identifier")
+    if namespace in _TORCH_NAMESPACES:      # aten::add registered again broke every later torch.compile
+        raise ArgumentError(f"namespace {namespace!r} is torch's own; choose another (the default is 'moac')")
     if device_kernel is not None and not callable(device_kernel):
         raise ArgumentError(f"device_kernel must be callable, got {type(device_kernel).__name__}")
     opname = _op_name(kernel, name)

@@ -109,3 +109,20 @@ def test_out_is_checked_before_any_c():
         kern(**arrays, out={"nope": np.zeros(1, np.float32)})
     with pytest.raises(moac.ArgumentError, match="shares memory with input 'Q'"):
         kern(**arrays, out={"out": arrays["Q"][: SIZES["hq"]].reshape(SIZES["hq"], 16)})
+
+
+def test_out_arrays_and_updated_tensors_come_back_as_the_callers_objects():
+    # with a tensor among the inputs, a numpy out= array came back as a new torch tensor and
+    # an updated tensor as another tensor object (sharing memory): README says "written and
+    # returned" (a review, 2026-12-05)
+    torch = pytest.importorskip("torch")
+    import moac
+    from test_back_common import example
+    k = example("matmul").compile(target="c")
+    C = np.zeros((3, 3), np.float32)
+    r = k(A=torch.ones(3, 3), B=np.ones((3, 3), np.float32), x=np.ones(3, np.float32), out={"C": C})
+    assert r["C"] is C and np.all(C == 3) and isinstance(r["y"], torch.Tensor)
+    src = "size N, n, d\ninput C : f32 ⟨N d⟩\ninput x : f32 ⟨d⟩\nC2 = (n △ C) # x\ny = x × 2\nupdate C ← C2\noutput y\n"
+    cache = torch.zeros(4, 3)
+    r = moac.parse(src, "app.moa").compile(target="c")(C=cache, x=torch.ones(3), n=1)
+    assert r["C"] is cache and cache[1].tolist() == [1.0, 1.0, 1.0]

@@ -156,6 +156,8 @@ def test_registration_errors_are_messages():
         as_custom_op(k, namespace="my lib")
     with pytest.raises(ArgumentError, match="must be callable"):
         as_custom_op(k, device_kernel=3)
+    with pytest.raises(ArgumentError, match="namespace 'aten' is torch's own"):   # aten::add again broke
+        as_custom_op(k, name="add", namespace="aten")                            # every later torch.compile
     as_custom_op(k, name="taken_once", namespace="moac_test")
     with pytest.raises(ArgumentError, match="already registered for another kernel"):
         as_custom_op(kernel("decode_gqa"), name="taken_once", namespace="moac_test")

@@ -244,9 +244,10 @@ class Kernel:
             result = self._fast_call(arrays, out)
             if result is not None:
                 return result
-        torch_in = False
+        torch_in, own = False, {}
         for k in list(arrays):
             if k in self._inputs:
+                own[k] = arrays[k]
                 arrays[k], t = as_array(k, arrays[k], self._declared[k])
                 torch_in |= t
         sizes = self._bind(arrays)
@@ -282,10 +283,11 @@ class Kernel:
             args.append(self._workspace_for(int(self._ws_bytes(*[sizes[p.name] for p in self.signature.params
                                                                  if p.kind == "size"]))))
         self._check_rc(self._fn(*args))
-        if out:                                    # the caller's own objects back
-            outs.update({k: out[k] for k in given})
         if torch_in:
             outs = {k: (v if _is_torch(v) else _as_torch(v, self._dtype.get(k, ""))) for k, v in outs.items()}
+        # the caller's own objects back: its out= arrays, and the inputs updated in place
+        outs.update({k: out[k] for k in given} if out else {})
+        outs.update({k: own[k] for k in self._updated if k in outs and _is_torch(own[k])})
         return outs
 
     def _outputs_given(self, out: dict, sizes: dict, arrays: dict) -> dict:
