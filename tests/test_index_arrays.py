@@ -138,3 +138,14 @@ def test_iota_of_a_count_of_unknown_sign_is_a_run_time_condition(src, message):
     got = kern(x=np.zeros(7, np.float32))["y"]
     ref = prog.evaluate(x=np.zeros(7, np.float32))["y"]
     np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("expr,pick", [("1 (△ Ω⟨0 1⟩) T", lambda T: T[:, :, :1]), ("n (△ Ω⟨0 1⟩) T", lambda T: T[:, :, :3]),
+                                       ("1 (ψ Ω⟨0 2⟩) T", lambda T: T[:, 1, :]), ("1 (▽ Ω⟨0 1⟩) T", lambda T: T[:, :, 1:])])
+def test_a_static_scalar_as_the_left_cell_of_omega(expr, pick):
+    # a rank-0 left cell is a one-item index or count (language.md), but a constant or a size
+    # there was refused: "expected a static integer … got '1'" (a review, 2026-12-05)
+    T = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    prog = moac.parse(f"size b, n, m\ninput T : f32 ⟨b n m⟩\nr = {expr}\noutput r\n", "o.moa")
+    assert np.array_equal(prog.compile(target="c")(T=T)["r"], pick(T))
+    assert np.array_equal(prog.evaluate(T=T)["r"], pick(T))

@@ -10,7 +10,7 @@ import sympy as sp
 
 from . import data as D
 from . import syntax as S
-from .core import (CCell, CIndices, CIota, CInput, CMap, CNamed, COmega, Constraint, Core, CPsi, CTranspose,
+from .core import (CCell, CConst, CSize, CIndices, CIota, CInput, CMap, CNamed, COmega, Constraint, Core, CPsi, CTranspose,
                    CVec, provably, same_shape, show_shape)
 from ..errors import ShapeError
 
@@ -70,6 +70,8 @@ class DataShapes:
                 return self.data_at(arg, tuple(fs) + tuple(idx))
             case CNamed(arg=a):
                 return self.data_at(a, idx)
+            case CConst() | CSize() if c.rank == 0 and not idx:     # an Ω's scalar left cell: 1 (△ Ω⟨0 1⟩) T
+                return self.core_static(c)
             case CTranspose(perm=p, arg=a):
                 return self.data_at(a, tuple(idx[p[k]] for k in range(a.rank)))
         return None
