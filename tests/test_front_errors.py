@@ -172,9 +172,10 @@ def test_suggested_fixes_in_the_note_are_valid_programs():
 def test_error_inside_a_prelude_function_says_where_it_was_applied():
     with pytest.raises(moac.ShapeError) as info:
         moac.parse(V + "z = softmax A\noutput z", "bad.moa")
-    e = info.value
-    assert e.source.filename == "<prelude>"
-    assert e.notes == ("in 'softmax' applied at bad.moa:6:5",
+    e = info.value                      # at the user's call, the prelude's line a note (it was the reverse)
+    assert e.source.filename == "bad.moa" and (e.span.line, e.span.col) == (6, 5)
+    assert e.message.startswith("in 'softmax' (the prelude's): − needs operands of equal shape")
+    assert e.notes == ("at <prelude>:6:11: e = exp x − m",
                        "the prelude's 'softmax' works along axis 0 of a vector; for each row of a rank-2 array "
                        "apply it to the cells with Ω: `softmax Ω⟨1⟩ A`")
 

@@ -400,7 +400,12 @@ class Elab(DataShapes, Agreement):
             result = self.expr(fdef.result, local)
         except MoacError as e:
             if fsource is not self.source and not e.notes:
-                e.notes = (f"in '{name}' applied at {self.source.filename}:{node.span.line}:{node.span.col}",)
+                # the error is the user's call: point there, the prelude's line a note
+                where = f"{fsource.filename}:{e.span.line}:{e.span.col}" if e.span else fsource.filename
+                line = f": {fsource.line(e.span.line).strip()}" if e.span else ""
+                e.message = f"in '{name}' ({'the prelude' if fsource.filename == '<prelude>' else fsource.filename}'s): {e.message}"
+                e.notes = (f"at {where}{line}",)
+                e.span, e.source = node.span, (saved or self.source)
                 if fsource.filename == "<prelude>" and len(args) == 1 and args[0].rank >= 2:
                     e.notes += (f"the prelude's '{name}' works along axis 0 of a vector; for each row of a "
                                 f"rank-{args[0].rank} array apply it to the cells with Ω: `{name} Ω⟨1⟩ "
