@@ -29,7 +29,21 @@ def _not_too_deep(source: Source):
         yield
     except RecursionError:
         raise MoacError("the program nests its expressions too deeply for moac (an operator chain of several "
-                        "hundred levels); name intermediate results to split it", source=source) from None
+                        "hundred levels); name intermediate results to split it", _busiest_line(source),
+                        source) from None
+
+
+def _busiest_line(source: Source) -> Span | None:
+    """The line with the most operators and parentheses outside comments (where a chain too
+    deep to follow most likely is), as a span of its text."""
+    best, where = 0, None
+    for k, line in enumerate(source.lines(), 1):
+        code = line.split("--", 1)[0]
+        count = sum(code.count(c) for c in "+−-×*÷/⌈⌊⋆()")
+        if count > best and code.strip():
+            start = len(code) - len(code.lstrip()) + 1
+            best, where = count, Span(k, start, k, len(code.rstrip()))
+    return where
 
 
 class Program:

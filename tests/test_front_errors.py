@@ -287,6 +287,7 @@ def test_a_very_deep_expression_is_a_user_error_not_an_internal_one(chain, tmp_p
                        cwd=ROOT, timeout=120)
     assert r.returncode == 1, r.stderr
     assert "nests its expressions too deeply" in r.stderr and "internal error" not in r.stderr
+    assert f"{f}:3:1: error" in r.stderr          # at the line of the chain (it had no position)
 
 
 def test_a_divisor_size_fixed_to_zero_gives_the_empty_kernel():
