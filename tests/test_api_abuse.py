@@ -264,3 +264,11 @@ def test_evaluate_reads_inputs_as_a_kernel_does():
     with pytest.raises(moac.ArgumentError, match="sizes must be a dict"):
         prog.compile(target="c", sizes=[("n", 3)])
     assert prog.compile(target="c", extra_flags="-O1 -g").flags[-2:] == ["-O1", "-g"]    # words, not letters
+
+
+def test_a_numpy_scalar_is_a_rank_0_input():
+    # np.float32(2.5) for an input of shape ⟨⟩ was refused ("must be a numpy array")
+    k = moac.parse("size n\ninput x : f32 ⟨n⟩\ninput s : f32 ⟨⟩\ny = x × s\noutput y\n", "s.moa").compile(target="c")
+    assert k(x=np.ones(3, np.float32), s=np.float32(2.5))["y"].tolist() == [2.5] * 3
+    with pytest.raises(moac.ArgumentError, match="input 's' must have dtype float32"):
+        k(x=np.ones(3, np.float32), s=np.float64(2.5))

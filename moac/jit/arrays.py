@@ -43,6 +43,8 @@ def as_array(name: str, x, declared: str | None = None, out: bool = False):
     what = f"out['{name}']" if out else f"input '{name}'"
     if isinstance(x, np.ndarray):
         return x, False
+    if isinstance(x, np.generic):       # a numpy scalar (np.float32(2.5)) for a rank-0 input: its 0-d array
+        return np.asarray(x), False
     if _is_torch(x):
         import torch
         if x.device.type != "cpu":
