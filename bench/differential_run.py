@@ -7,6 +7,11 @@ openacc and compared with the interpreter (outputs and updated inputs); c and th
 host build of openacc also bit for bit.  Writes a JSON summary with every failure.
 
     python3 bench/differential_run.py --programs 3400 --json bench/results/DATE/differential.json [--explore] [--fixed-sizes]
+                                      [--specials P]
+
+--specials P puts NaN, ±inf and ±0 in a share P of the float inputs' elements: random
+normal data never shows how the kernels and the interpreter treat them (max and min with a
+NaN differed until 2026-12-05).  Infinities must then agree exactly, NaNs in place.
 
 The test suite runs a seeded slice (tests/test_back_props.py).
 """
@@ -34,6 +39,22 @@ from progen import programs  # noqa: E402
 TARGETS = ("c", "openmp", "openacc")
 
 
+def with_specials(prog, arrays: dict, share: float, seed: int) -> dict:
+    """The float inputs with a share of their elements NaN, +inf, −inf, +0 or −0 (f32 and f64
+    inputs only: the narrow storages keep their drawn bits)."""
+    rng = np.random.default_rng(seed)
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0])
+    out = dict(arrays)
+    for i in prog.inputs:
+        a = arrays[i.name]
+        if i.dtype in ("f32", "f64") and a.size:
+            a = a.copy()
+            pick = rng.random(a.shape) < share
+            a[pick] = rng.choice(specials, size=int(pick.sum())).astype(a.dtype)
+            out[i.name] = a
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--programs", type=int, default=3400)
@@ -42,6 +63,8 @@ def main() -> int:
                     help="draw new programs (the default draws the same ones every run)")
     ap.add_argument("--fixed-sizes", action="store_true",
                     help="every size fixed at compile time (the default leaves them to run time)")
+    ap.add_argument("--specials", type=float, default=0.0,
+                    help="share of float input elements replaced by NaN, ±inf or ±0 (default 0)")
     args = ap.parse_args()
     warnings.simplefilter("ignore", RuntimeWarning)
     stats = {"programs": 0, "runs": 0, "refused": 0, "failures": []}
@@ -56,6 +79,8 @@ def main() -> int:
         try:
             prog = moac.parse(source, "generated.moa")
             arrays, all_sizes = commands.random_inputs(prog, sizes, 0)
+            if args.specials:
+                arrays = with_specials(prog, arrays, args.specials, stats["programs"])
             ref = prog.evaluate(sizes=all_sizes, **arrays)
         except moac.MoacError:
             stats["refused"] += 1
@@ -72,7 +97,9 @@ def main() -> int:
                     r = np.asarray(ref[name], np.float64)
                     g = np.asarray(got[name], np.float64)
                     fin = np.isfinite(r)
+                    inf = np.isinf(r)
                     ok = (g.shape == r.shape and np.array_equal(np.isnan(g), np.isnan(r))
+                          and np.array_equal(g[inf], r[inf])
                           and np.allclose(g[fin], r[fin], rtol=0, atol=tol * max(1.0, float(np.abs(r[fin]).max(initial=0)))))
                     if not ok:
                         raise AssertionError(f"{name}: differs from the interpreter")
@@ -91,7 +118,7 @@ def main() -> int:
                   f"{time.time() - t0:.0f} s", flush=True)
     one()
     stats.update(date=time.strftime("%Y-%m-%d"), seconds=round(time.time() - t0, 1), targets=TARGETS,
-                 explore=args.explore, fixed_sizes=args.fixed_sizes)
+                 explore=args.explore, fixed_sizes=args.fixed_sizes, specials=args.specials)
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(stats, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"{stats['programs']} programs, {stats['runs']} program × target runs, {stats['refused']} refused, "
