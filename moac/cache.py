@@ -38,10 +38,15 @@ BUSY = 3600     # seconds: a temporary file (.moac_*) younger than this may be a
 
 def entries(root: Path, busy: bool = True) -> list:
     """The files moac made in a cache directory (never anything else that lives there);
-    busy=False leaves out the temporary files of builds that may still be running."""
+    busy=False leaves out the files of builds that may still be running: temporary files,
+    and a library's C source while the library is not there yet (gcc may be reading it)."""
     now = time.time()
+
+    def running(p: Path) -> bool:
+        young = now - _mtime(p) <= BUSY
+        return young and (p.name.startswith(".") or p.suffix == ".c" and not p.with_suffix(".so").exists())
     return [p for p in root.iterdir() if p.is_file() and (p.name.startswith("moac_") or p.name.startswith(".moac_"))
-            and p.suffix in SUFFIXES and (busy or not p.name.startswith(".") or now - _mtime(p) > BUSY)]
+            and p.suffix in SUFFIXES and (busy or not running(p))]
 
 
 def _mtime(p: Path) -> float:
@@ -65,16 +70,12 @@ def cache_info() -> str:
 def cache_clear() -> str:
     """Remove what moac put in its cache (libraries, their sources and hashes, parser tables,
     compiled sources; a library loaded in a running process stays valid: the file is
-    unlinked, not overwritten), but not the temporary files of builds that may still be
-    running (a clear during builds deleted gcc's output under it)."""
-    import shutil
+    unlinked, not overwritten), but not the files of builds that may still be running (a
+    clear during builds deleted gcc's input and output under it)."""
     root = cache_dir()
     files = entries(root, busy=False)
     for p in files:
         p.unlink(missing_ok=True)
-    for d in root.glob(".moac_*"):      # a build's own directory, left by a build that died
-        if d.is_dir() and time.time() - _mtime(d) > BUSY:
-            shutil.rmtree(d, ignore_errors=True)
     return f"cache {root}: removed {len(files)} files"
 
 

@@ -34,8 +34,11 @@ class Op:
 
 
 def _div(a: float, b: float) -> float:
-    """IEEE division of Python floats: x ÷ 0 is ±inf, 0 ÷ 0 is nan (Python raises)."""
-    return a / b if b != 0 else math.copysign(math.inf, a) if a != 0 else math.nan
+    """IEEE division of Python floats: x ÷ ±0 is ±inf (the signs of both), 0 ÷ 0 and nan ÷ 0
+    are nan (Python raises)."""
+    if b != 0:
+        return a / b
+    return math.nan if a == 0 or a != a else math.copysign(math.inf, a) * math.copysign(1.0, b)
 
 
 def _fmax(a: float, b: float) -> float:

@@ -28,22 +28,28 @@ def _not_too_deep(source: Source):
     try:
         yield
     except RecursionError:
-        raise MoacError("the program nests its expressions too deeply for moac (an operator chain of several "
-                        "hundred levels); name intermediate results to split it", _busiest_line(source),
-                        source) from None
+        span, one_line = _busiest_line(source)
+        raise MoacError("the program nests its expressions too deeply for moac (" + (
+            "an operator chain of several hundred levels); name intermediate results to split it" if one_line else
+            "definitions built each on the one before, several hundred deep); use fewer levels") + "",
+            span, source) from None
 
 
-def _busiest_line(source: Source) -> Span | None:
-    """The line with the most operators and parentheses outside comments (where a chain too
-    deep to follow most likely is), as a span of its text."""
-    best, where = 0, None
+def _busiest_line(source: Source) -> tuple:
+    """(span, whether one line holds the chain): the line with the most operators and
+    parentheses outside comments where one has 100 or more (a chain too deep to follow),
+    else the last line of code (a chain of definitions ends there)."""
+    best, where, last = 0, None, None
     for k, line in enumerate(source.lines(), 1):
         code = line.split("--", 1)[0]
+        if not code.strip():
+            continue
+        span = Span(k, len(code) - len(code.lstrip()) + 1, k, len(code.rstrip()))
         count = sum(code.count(c) for c in "+−-×*÷/⌈⌊⋆()")
-        if count > best and code.strip():
-            start = len(code) - len(code.lstrip()) + 1
-            best, where = count, Span(k, start, k, len(code.rstrip()))
-    return where
+        last = span
+        if count > best:
+            best, where = count, span
+    return (where, True) if best >= 100 else (last, False)
 
 
 class Program:
@@ -153,6 +159,9 @@ class Program:
             if i.dtype in dtypes.WIDENED and not dtypes.accepts(i.dtype, np.asarray(a)):
                 raise ArgumentError(f"input '{i.name}' must have dtype {dtypes.describe(i.dtype)} (declared "
                                     f"{i.dtype}), got {np.asarray(a).dtype}")
+            if i.dtype in ("i32", "i64") and np.asarray(a).dtype.kind not in "iu":    # 2.5 was read as 2
+                raise ArgumentError(f"input '{i.name}' holds sizes and indices ({i.dtype}): it must be an "
+                                    f"integer array, got {np.asarray(a).dtype}")
         return interp.evaluate(self.core, arrays, sizes)
 
     @property

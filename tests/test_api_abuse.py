@@ -264,6 +264,13 @@ def test_evaluate_reads_inputs_as_a_kernel_does():
     with pytest.raises(moac.ArgumentError, match="sizes must be a dict"):
         prog.compile(target="c", sizes=[("n", 3)])
     assert prog.compile(target="c", extra_flags="-O1 -g").flags[-2:] == ["-O1", "-g"]    # words, not letters
+    ids = moac.parse("size V, T\ninput E : f32 ⟨V⟩\ninput ids : i32 ⟨T⟩\nX = ids (ψ Ω⟨0 1⟩) E\noutput X\n", "g.moa")
+    with pytest.raises(moac.ArgumentError, match="input 'ids' holds sizes and indices .* got float64"):
+        ids.evaluate(E=np.ones(3), ids=np.array([2.5]))          # it was read as 2
+    assert ids.evaluate(E=np.arange(3.0), ids=[2, 0])["X"].tolist() == [2.0, 0.0]
+    signs = evaluate_dnf(moac.parse("size n\ninput x : f32 ⟨n⟩\na = ÷ x\noutput a\n", "z.moa").dnf(),
+                         {"x": np.array([-0.0, 0.0], np.float32)})["a"]
+    assert signs.tolist() == [-np.inf, np.inf]                  # ÷ −0 is −∞ (it gave +∞)
 
 
 def test_a_numpy_scalar_is_a_rank_0_input():

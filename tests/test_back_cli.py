@@ -311,13 +311,16 @@ def test_a_cleared_or_cut_output_cache_entry_is_a_miss_and_clear_spares_running_
         entry.write_text(cut)
         assert run("compile", "examples/matmul.moa", "-o", str(tmp_path / "b.c")).returncode == 0
         assert (tmp_path / "b.c").read_text() == want
-    young, old = tmp_path / "c" / ".moac_1234.abcd.so", tmp_path / "c" / ".moac_5678.efgh.so"
-    (tmp_path / "c" / ".moac_1234.dir").mkdir()
-    for f in (young, old):
+    c = tmp_path / "c"
+    young, old = c / ".moac_1234.abcd.so", c / ".moac_5678.efgh.so"        # gcc's output while it runs
+    src_alone, src_old, src_built = c / "moac_1111.c", c / "moac_2222.c", c / "moac_3333.c"   # and its input
+    for f in (young, old, src_alone, src_old, src_built, c / "moac_3333.so"):
         f.write_bytes(b"\0")
-    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    for f in (old, src_old):
+        os.utime(f, (time.time() - 7200, time.time() - 7200))
     assert run("cache", "clear").returncode == 0
-    assert young.exists() and not old.exists() and (tmp_path / "c" / ".moac_1234.dir").is_dir()
+    assert young.exists() and src_alone.exists()                  # a build may be running: spared
+    assert not old.exists() and not src_old.exists() and not src_built.exists()
 
 
 def test_o_naming_the_source_closed_stdout_and_a_file_for_the_cache(tmp_path):

@@ -362,7 +362,8 @@ def test_a_minus_number_after_an_item_of_a_vector_is_refused(src, col, fix):
     with pytest.raises(moac.ParseError, match="reads as a second item") as e:
         moac.parse(f"size n, m\ninput A : f32 ⟨n m⟩\n{src}\noutput r\n", "v.moa")
     assert (e.value.span.line, e.value.span.col) == (3, col) and fix in e.value.notes[0]
-    for ok in ("r = ⟨(n − 1)⟩ ψ A", "r = <-1 2> take A", "r = ⟨¯1 ¯2⟩ △ A", "r = ⟨n, ¯1⟩ △ A"):
+    for ok in ("r = ⟨(n − 1)⟩ ψ A", "r = <-1 2> take A", "r = ⟨¯1 ¯2⟩ △ A", "r = ⟨n, ¯1⟩ △ A",
+               "r = <1, -2> take A", "r = ⟨n,−1⟩ △ A", "r = ⟨n (-1)⟩ △ A"):     # a comma says two items
         moac.parse(f"size n, m\ninput A : f32 ⟨n m⟩\n{ok}\noutput r\n", "v.moa").dnf()
 
 
@@ -389,3 +390,12 @@ def test_a_size_named_as_another_size_is_one_parameter():
         two = "⟨g g2⟩" in src
         y = np.ones((3, 3) if two else (3,), np.float32)
         assert np.all(prog.compile(target="c")(y=y, **({"b": 2} if two else {}))["r"] == 2)
+
+
+@pytest.mark.parametrize("expr", ["0.5 ▽ x", "⟨1.5⟩ ψ x", "1.5 (△ Ω⟨0 1⟩) T", "¯1.5 (▽ Ω⟨0 1⟩) T"])
+def test_a_non_integer_constant_where_a_count_is_needed_is_positioned(expr):
+    # the Ω-cell fix (a constant as the left cell) recursed without end on 0.5, reported as
+    # "nests its expressions too deeply" with no position (a review of the fix)
+    with pytest.raises(moac.MoacError, match="expected a static integer|must be a static vector") as e:
+        moac.parse(f"size n, b\ninput x : f32 ⟨n⟩\ninput T : f32 ⟨b n⟩\nr = {expr}\noutput r\n", "q.moa")
+    assert e.value.span is not None and e.value.span.line == 4 and "too deeply" not in e.value.message

@@ -70,8 +70,10 @@ class DataShapes:
                 return self.data_at(arg, tuple(fs) + tuple(idx))
             case CNamed(arg=a):
                 return self.data_at(a, idx)
-            case CConst() | CSize() if c.rank == 0 and not idx:     # an Ω's scalar left cell: 1 (△ Ω⟨0 1⟩) T
-                return self.core_static(c)
+            case CConst(value=v) if c.rank == 0 and not idx and float(v).is_integer():   # an Ω's scalar left
+                return sp.Integer(int(v))                                                  # cell: 1 (△ Ω⟨0 1⟩) T
+            case CSize(expr=e) if c.rank == 0 and not idx:
+                return e
             case CTranspose(perm=p, arg=a):
                 return self.data_at(a, tuple(idx[p[k]] for k in range(a.rank)))
         return None

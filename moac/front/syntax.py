@@ -159,6 +159,17 @@ def _span(meta_or_tok) -> Span:
 
 @lark.v_args(meta=True)
 class _ToAST(lark.Transformer):
+    def __init__(self, lines: list[str] = ()):
+        super().__init__()
+        self._lines = lines                   # the source's lines (what separates two items of ⟨…⟩)
+
+    def _between(self, a: Span, b: Span) -> str:
+        """The source text after span a and before span b."""
+        if a.end_line == b.line:
+            return self._lines[a.line - 1][a.end_col:b.col - 1] if a.end_line <= len(self._lines) else ""
+        return "\n".join([self._lines[a.end_line - 1][a.end_col:], *self._lines[a.end_line:b.line - 1],
+                          self._lines[b.line - 1][:b.col - 1]]) if b.line <= len(self._lines) else ""
+
     def start(self, meta, items):
         span = _span(meta) if not meta.empty else Span(1, 1, 1, 1)
         return Module(span, tuple(items))
@@ -226,13 +237,15 @@ class _ToAST(lark.Transformer):
     def vector(self, meta, items):
         minus = self.__dict__.get("_minus_items", ())
         for prev, item in zip(items, items[1:]):
-            if id(item) in minus:           # ⟨n − 1⟩ is two items, n and ¯1: never what it looks like
+            # ⟨n − 1⟩ is two items, n and ¯1: never what it looks like (⟨n, −1⟩ says so with its comma)
+            if id(item) in minus and "," not in self._between(prev.span, item.span):
                 text = f"{-item.value}"
                 left = prev.id if isinstance(prev, Name) else f"{prev.value}" if isinstance(prev, Number) else "…"
                 raise ParseError(f"`− {text}` after an item of ⟨…⟩ reads as a second item, ¯{text}, not a "
                                  "subtraction", item.span,
                                  notes=(f"for the difference write the item in parentheses, `⟨({left} − {text})⟩`; "
-                                        f"for a negative item write `¯{text}`",))
+                                        f"for a negative item write `¯{text}` or `(-{text})`, or put a comma "
+                                        f"before it: `⟨{left}, -{text}⟩`",))
         return Vector(_span(meta), tuple(items))
 
     def dyad(self, meta, items):
@@ -396,10 +409,10 @@ def parse(text: str, filename: str = "<input>", extra_fnames: frozenset[str] = f
             tree = _parser().parse(text if text.endswith("\n") else text + "\n")
         finally:
             _FNAMES.reset(token)
-        return _ToAST().transform(tree)
+        return _ToAST(source.lines()).transform(tree)
     except lark.UnexpectedCharacters as e:
         span = Span(e.line, e.column, e.line, e.column)
-        lines = source_lines(text)
+        lines = source.lines()
         ch = lines[e.line - 1][e.column - 1] if e.line <= len(lines) and e.column <= len(lines[e.line - 1]) else "?"
         raise ParseError(f"unexpected character {ch!r}", span, source, notes=_fixit_char(ch)) from None
     except lark.UnexpectedToken as e:
@@ -412,7 +425,7 @@ def parse(text: str, filename: str = "<input>", extra_fnames: frozenset[str] = f
         shown = "end of line" if tok.type == "_NL" else repr(str(tok))
         raise ParseError(f"unexpected {shown}; expected {_describe_expected(e.expected)}",
                          Span(tok.line, tok.column, tok.line, tok.column + max(0, len(str(tok).rstrip()) - 1)),
-                         source, notes=_fixit_token(tok, source_lines(text))) from None
+                         source, notes=_fixit_token(tok, source.lines())) from None
     except lark.UnexpectedEOF as e:
         lines = source_lines(text.rstrip("\n")) or [""]
         raise ParseError(f"unexpected end of input; expected {_describe_expected(e.expected)}",

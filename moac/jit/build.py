@@ -94,36 +94,35 @@ def build_library(c_source: str, flags: list[str], cc: str = "gcc") -> Path:
         note(f"library from the cache: {lib}")
         return lib
     c_file = root / f"moac_{key}.c"
-    # the compiler reads a private copy of the source (in a directory of its own, under the
-    # same file name, so that the library's bytes do not depend on it) and writes a private
-    # library, both renamed into place when done: `moac cache clear` in another process
-    # (which spares temporary files) cannot remove them under it
     try:
-        work = Path(tempfile.mkdtemp(prefix=f".moac_{key}.", dir=root))
-        (work / c_file.name).write_text(c_source, encoding="utf-8")
+        same = c_file.read_text(encoding="utf-8") == c_source
+    except (OSError, UnicodeDecodeError):
+        same = False
+    try:
+        if not same:
+            write_atomic(c_file, c_source)
         fd, tmp = tempfile.mkstemp(prefix=f".moac_{key}.", suffix=".so", dir=root)
     except OSError as e:
         raise type(e)(e.errno, f"cannot write to the cache directory (MOAC_CACHE_DIR): {e.strerror}",
                       str(root)) from None
     os.close(fd)
-    argv = [cc] + list(flags) + ["-o", tmp, c_file.name, "-lm"]
-    shown = [str(c_file) if a == c_file.name else a for a in argv]
-    note(shlex.join(shown))
-    try:
-        with stage(f"build ({Path(cc).name})"):
-            r = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=work)
-    except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
-        shutil.rmtree(work, ignore_errors=True)
-        raise BuildError(f"cannot run the C compiler {cc!r}: {e.strerror}", shown, "", str(c_file)) from None
-    os.replace(work / c_file.name, c_file)      # kept beside the library, and for the message of a failure
-    shutil.rmtree(work, ignore_errors=True)
+    argv = [cc] + list(flags) + ["-o", tmp, str(c_file), "-lm"]
+    note(shlex.join(argv))
+    for attempt in (1, 2):
+        try:
+            with stage(f"build ({Path(cc).name})"):
+                r = subprocess.run(argv, capture_output=True, text=True, check=False)
+        except OSError as e:
+            Path(tmp).unlink(missing_ok=True)
+            raise BuildError(f"cannot run the C compiler {cc!r}: {e.strerror}", argv, "", str(c_file)) from None
+        if r.returncode == 0 or attempt == 2 or c_file.exists():
+            break
+        write_atomic(c_file, c_source)      # removed under the compiler (cache clear spares young sources): again
     digest = _digest(Path(tmp)) if r.returncode == 0 else None
     if digest is None:
         Path(tmp).unlink(missing_ok=True)
         raise BuildError(f"the C compiler failed (exit {r.returncode})" if r.returncode else
-                         "the built library was removed before it could be stored", shown,
-                         r.stderr.replace(c_file.name, str(c_file)), str(c_file))
+                         "the built library was removed before it could be stored", argv, r.stderr, str(c_file))
     write_atomic(lib.with_suffix(".sha256"), digest + "\n")
     os.replace(tmp, lib)
     return lib
