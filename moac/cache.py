@@ -45,8 +45,9 @@ def entries(root: Path, busy: bool = True) -> list:
     def running(p: Path) -> bool:
         young = now - _mtime(p) <= BUSY
         return young and (p.name.startswith(".") or p.suffix == ".c" and not p.with_suffix(".so").exists())
-    return [p for p in root.iterdir() if p.is_file() and (p.name.startswith("moac_") or p.name.startswith(".moac_"))
-            and p.suffix in SUFFIXES and (busy or not running(p))]
+    return [p for p in root.iterdir() if p.is_file() and (p.name.startswith("moac_") and p.suffix in SUFFIXES
+                                                          or p.name.startswith(".moac_"))   # temporary: any suffix
+            and (busy or not running(p))]
 
 
 def _mtime(p: Path) -> float:

@@ -222,6 +222,17 @@ def main(argv: list[str] | None = None) -> int:
         return 3
 
 
+def _same_file(out: str, src: str) -> bool:
+    """Whether -o names the file the program is read from (standard input too, where it is
+    redirected from a file)."""
+    try:
+        if src == "-":
+            return os.path.samestat(os.fstat(sys.stdin.fileno()), os.stat(out))
+        return os.path.exists(src) and os.path.samefile(out, src)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 class _Closed:
     """Standard output when the process has none: a write is an OSError, reported as such."""
     def write(self, text: str) -> int:
@@ -264,8 +275,7 @@ def _run(args, ap) -> int:
         return command(args.name, show_path=args.path)
     ap = ap.sub.choices[args.cmd]       # usage errors from here on show the subcommand's usage
     out = getattr(args, "out", None)
-    if (out not in (None, "-") and args.file != "-" and os.path.exists(out) and os.path.exists(args.file)
-            and os.path.samefile(out, args.file)):
+    if out not in (None, "-") and os.path.exists(out) and _same_file(out, args.file):
         ap.error(f"-o {out} is the source file itself: the C would overwrite the program", usage=False)
     data = _read(args.file, ap)
     sizes = _sizes(args.defs, ap)

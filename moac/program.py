@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 from html import escape
 from pathlib import Path
 
@@ -28,28 +29,31 @@ def _not_too_deep(source: Source):
     try:
         yield
     except RecursionError:
-        span, one_line = _busiest_line(source)
-        raise MoacError("the program nests its expressions too deeply for moac (" + (
-            "an operator chain of several hundred levels); name intermediate results to split it" if one_line else
-            "definitions built each on the one before, several hundred deep); use fewer levels") + "",
-            span, source) from None
+        raise MoacError("the program nests its expressions too deeply for moac (several hundred levels: a long "
+                        "chain of operators, or of definitions each built on the one before); split it into "
+                        "fewer levels", _busiest_statement(source), source) from None
 
 
-def _busiest_line(source: Source) -> tuple:
-    """(span, whether one line holds the chain): the line with the most operators and
-    parentheses outside comments where one has 100 or more (a chain too deep to follow),
-    else the last line of code (a chain of definitions ends there)."""
-    best, where, last = 0, None, None
+def _busiest_statement(source: Source) -> Span | None:
+    """Where a chain too deep to follow most likely is: the statement (its lines joined
+    where they end in a backslash) with the most tokens outside comments, where one has 100
+    or more; else the last line of code (a chain of definitions ends there)."""
+    best, where, last, start = 0, None, None, None
+    count = 0
     for k, line in enumerate(source.lines(), 1):
         code = line.split("--", 1)[0]
         if not code.strip():
             continue
-        span = Span(k, len(code) - len(code.lstrip()) + 1, k, len(code.rstrip()))
-        count = sum(code.count(c) for c in "+−-×*÷/⌈⌊⋆()")
-        last = span
+        if start is None:
+            start, count = (k, len(code) - len(code.lstrip()) + 1), 0
+        count += len(re.findall(r"\w+|[^\w\s\\]", code))
+        last = Span(k, len(code) - len(code.lstrip()) + 1, k, len(code.rstrip()))
+        if code.rstrip().endswith("\\"):
+            continue                            # the statement goes on
         if count > best:
-            best, where = count, span
-    return (where, True) if best >= 100 else (last, False)
+            best, where = count, Span(start[0], start[1], k, len(code.rstrip()))
+        start = None
+    return where if best >= 100 else last
 
 
 class Program:

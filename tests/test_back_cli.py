@@ -344,3 +344,18 @@ def test_o_naming_the_source_closed_stdout_and_a_file_for_the_cache(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 1 and f"cannot use the cache directory (MOAC_CACHE_DIR, else ~/.cache/moac): File exists: {src}" \
         in r.stderr, r.stderr
+
+
+def test_o_naming_the_file_standard_input_reads_is_refused(tmp_path):
+    # `moac compile - -o p.moa < p.moa` replaced the program with C, exit 0
+    import shutil
+    import subprocess
+    import sys
+    from test_back_common import ROOT, example_path
+    src = tmp_path / "p.moa"
+    shutil.copy(example_path("matmul"), src)
+    before = src.read_text()
+    with open(src) as f:
+        r = subprocess.run([sys.executable, "-m", "moac", "compile", "-", "-o", str(src)], stdin=f, cwd=ROOT,
+                           capture_output=True, text=True)
+    assert r.returncode == 2 and "is the source file itself" in r.stderr and src.read_text() == before

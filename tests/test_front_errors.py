@@ -399,3 +399,22 @@ def test_a_non_integer_constant_where_a_count_is_needed_is_positioned(expr):
     with pytest.raises(moac.MoacError, match="expected a static integer|must be a static vector") as e:
         moac.parse(f"size n, b\ninput x : f32 ⟨n⟩\ninput T : f32 ⟨b n⟩\nr = {expr}\noutput r\n", "q.moa")
     assert e.value.span is not None and e.value.span.line == 4 and "too deeply" not in e.value.message
+
+
+def test_the_vector_minus_check_reads_the_line_an_item_ends_on():
+    # the text between two items was sliced from the line the first item began on: after a
+    # backslash continuation, ⟨3, 4, (1 + \ 2) -2⟩ passed (a comma of line 1 counted) and
+    # ⟨(1 + \ 2), -2⟩ was refused (a review of the check)
+    with pytest.raises(moac.ParseError, match="reads as a second item"):
+        moac.parse("x = ⟨3, 4, (1 + \\\n     2) -2⟩\noutput x\n", "v.moa")
+    assert moac.parse("x = ⟨(1 + \\\n2), -2⟩\noutput x\n", "v.moa").evaluate()["x"].tolist() == [3, -2]
+
+
+@pytest.mark.parametrize("body,line", [("x = " + "exp " * 1500 + "a\ny = a + 1\noutput x, y", 2),
+                                       ("x = a" + (" + a" * 50 + " \\\n") * 30 + " + a\noutput x", 2)])
+def test_a_too_deep_statement_is_found_by_its_tokens(body, line):
+    # the busiest line counted only arithmetic characters: exp exp … a was blamed on the last
+    # line, and a chain over continuation lines too
+    with pytest.raises(moac.MoacError, match="nests its expressions too deeply") as e:
+        moac.parse("input a : f32 ⟨4⟩\n" + body + "\n", "deep.moa")
+    assert e.value.span.line == line

@@ -213,6 +213,8 @@ def _update(el: Elab, nm: S.Name, e: S.Node, glob: Scope, updates: list, span: S
                      f"'{target.name}'", nm, [f"update the input itself: `update {target.name} ← …`"])
     if any(u[0] == nm.id for u in updates):
         raise el.err(NameError_, f"'{nm.id}' is updated twice", nm)
+    if target.rank == 0:
+        raise el.err(ShapeError, f"'{nm.id}' is a scalar: an update writes rows of an input of rank ≥ 1", nm)
     value = el.expr(e, glob)
     if value.rank != target.rank or value.rank == 0:
         raise el.err(ShapeError, f"update of '{nm.id}' {show_shape(target.shape)} needs an array of rank "

@@ -166,7 +166,7 @@ class _ToAST(lark.Transformer):
     def _between(self, a: Span, b: Span) -> str:
         """The source text after span a and before span b."""
         if a.end_line == b.line:
-            return self._lines[a.line - 1][a.end_col:b.col - 1] if a.end_line <= len(self._lines) else ""
+            return self._lines[a.end_line - 1][a.end_col:b.col - 1] if a.end_line <= len(self._lines) else ""
         return "\n".join([self._lines[a.end_line - 1][a.end_col:], *self._lines[a.end_line:b.line - 1],
                           self._lines[b.line - 1][:b.col - 1]]) if b.line <= len(self._lines) else ""
 
