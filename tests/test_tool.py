@@ -163,7 +163,7 @@ def test_colour_only_when_asked_or_on_a_terminal(tmp_path, capsys, monkeypatch):
     ("size n\ninput A : f32 ⟨n⟩\nC = A[0]\noutput C\n", "3:6", "`⟨i⟩ ψ A`"),
     ("size n\ninput A : f32 ⟨n⟩\noutput C = A + 1\n", "3:10", "write `C = …` on its own line, then `output C`"),
     ("size n\ninput A : f32 ⟨n m⟩\nC = A + 1\noutput C\n", "2:18", "declare it first with `size m`"),
-    ("size n, m\ninput A : f32 ⟨n m⟩\nC = softmax A\noutput C\n", "6:11", "`softmax Ω⟨1⟩ A`"),
+    ("size n, m\ninput A : f32 ⟨n m⟩\nC = softmax A\noutput C\n", "3:5", "`softmax Ω⟨1⟩ A`"),   # at the call
 ])
 def test_fixit_notes_for_first_mistakes(text, where, note):
     with pytest.raises(moac.MoacError) as info:
