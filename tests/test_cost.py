@@ -2,7 +2,6 @@
 import sympy as sp
 
 import moac
-import pytest
 from moac import cost, hardware
 
 
@@ -47,18 +46,3 @@ def test_report_with_all_sizes_gives_a_roofline():
 def test_cpu_is_measured():
     hw = hardware.get("cpu")
     assert hw.bandwidth > 1e8 and hw.fp32 > 1e8
-
-
-@pytest.mark.parametrize("src, want", [
-    ("size n, m, N\ninput x : f32 ⟨N⟩\nc = (n △ x) # (m △ x)\noutput c\n", "4*m + 4*n + 4*Max(m, n)"),
-    ("size n\ninput x : f32 ⟨n⟩\nc = (¯1 ▽ x) + (1 ▽ x)\noutput c\n", "8*n - 4"),
-    ("size n, h\ninput x : f32 ⟨n⟩\nc = ((−h) ▽ x) + (h ▽ x)\noutput c\n", "-4*h + 8*n"),
-])
-def test_overlapping_reads_of_one_array_count_their_union(src, want):
-    # two reads of one array in one kernel that neither match, nest nor are disjoint counted
-    # as the larger alone: (n △ x) # (m △ x) was 4·(m + 2·n) bytes (46 % low at n = 3,
-    # m = 50), the halves of x 20 % low; measured against the bytes the C touches (a review)
-    import sympy as sp
-    onf = moac.parse(src, "ov.moa").onf(target="c")
-    assert sp.expand(onf.traffic - sp.sympify(want, locals={s.name: s for s in onf.traffic.free_symbols})) == 0
-    assert onf.traffic == onf.minimum

@@ -183,10 +183,7 @@ def union_footprint(accesses: list, shape: tuple) -> sp.Expr:
     (index, extents, starts).  Boxes (`_box`) that are equal count once, a box inside
     another not at all, and boxes that are pairwise disjoint on some axis add up (the two
     sides of a catenation that read one array: a cache's first rows and its last ones).
-    Boxes that overlap otherwise count as the box that bounds them all (exact for intervals
-    of one axis, an upper bound beyond: the largest single footprint had counted
-    (n △ x) # (m △ x) as 4·(m + 2·n) bytes, and the two overlapping halves of x as one);
-    accesses that are not boxes, as the largest single footprint."""
+    Where that does not decide it, the largest single footprint, as for one access."""
     fps = [footprint(idx, shape, ext) for idx, ext, _ in accesses]
     largest = max(fps, key=size_key)
     if len(accesses) == 1:
@@ -204,23 +201,17 @@ def union_footprint(accesses: list, shape: tuple) -> sp.Expr:
         return all(_provably_le(y[0], x[0]) and _provably_le(x[1], y[1]) for x, y in zip(b, c))
     distinct = [b for k, b in enumerate(distinct) if not any(k != j and inside(b, c) and not inside(c, b)
                                                               for j, c in enumerate(distinct))]
-    size = sp.Mul(*shape) if shape else sp.Integer(1)
     for k, b in enumerate(distinct):
         for c in distinct[k + 1:]:
             if not any(_provably_le(x[1], y[0]) or _provably_le(y[1], x[0]) for x, y in zip(b, c)):
-                if any(has_data(sp.sympify(e)) for bx in distinct for ax in bx for e in ax):
-                    return largest
-                bound = sp.Integer(1)        # the box around them all, per axis [min lo, max hi)
-                for axis in zip(*distinct):
-                    bound *= sp.Max(*(hi for _, hi in axis)) - sp.Min(*(lo for lo, _ in axis))
-                bound = sp.expand(bound)
-                return size if _nonnegative(sp.expand(bound - size)) else bound
+                return largest
     where = {id(b): (idx, ext) for b, (idx, ext, _) in zip(boxes, accesses)}
 
     def volume(b):          # a box's elements; an extent read from data sums over what it depends on
         idx, ext = where[id(b)]
         return _sum_dependent(idx, [hi - lo for lo, hi in b], ext)
     total = sp.expand(sum((volume(b) for b in distinct), sp.Integer(0)))
+    size = sp.Mul(*shape) if shape else sp.Integer(1)
     over = sp.expand(total - size)
     return size if _nonnegative(over) else total
 
