@@ -275,7 +275,7 @@ def _run(args, ap) -> int:
         return command(args.name, show_path=args.path)
     ap = ap.sub.choices[args.cmd]       # usage errors from here on show the subcommand's usage
     out = getattr(args, "out", None)
-    if out not in (None, "-") and os.path.exists(out) and _same_file(out, args.file):
+    if out not in (None, "-") and _same_file(out, args.file):
         ap.error(f"-o {out} is the source file itself: the C would overwrite the program", usage=False)
     data = _read(args.file, ap)
     sizes = _sizes(args.defs, ap)

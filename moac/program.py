@@ -155,17 +155,18 @@ class Program:
         import numpy as np
         from . import dtypes
         from .errors import ArgumentError
-        from .jit.arrays import as_array
+        from .front.data import INDEX_DTYPES
+        from .jit.arrays import as_array, wrong_dtype
         for i in self.core.inputs:
             if i.name not in arrays:
                 continue                            # interp.evaluate names what is missing
-            a = arrays[i.name] = as_array(i.name, arrays[i.name], i.dtype)[0]
-            if i.dtype in dtypes.WIDENED and not dtypes.accepts(i.dtype, np.asarray(a)):
-                raise ArgumentError(f"input '{i.name}' must have dtype {dtypes.describe(i.dtype)} (declared "
-                                    f"{i.dtype}), got {np.asarray(a).dtype}")
-            if i.dtype in ("i32", "i64") and np.asarray(a).dtype.kind not in "iu":    # 2.5 was read as 2
+            arrays[i.name] = as_array(i.name, arrays[i.name], i.dtype)[0]
+            a = np.asarray(arrays[i.name])
+            if i.dtype in dtypes.WIDENED and not dtypes.accepts(i.dtype, a):
+                raise wrong_dtype(f"input '{i.name}'", i.dtype, a.dtype)
+            if i.dtype in INDEX_DTYPES and a.dtype.kind not in "iu":    # 2.5 was read as 2
                 raise ArgumentError(f"input '{i.name}' holds sizes and indices ({i.dtype}): it must be an "
-                                    f"integer array, got {np.asarray(a).dtype}")
+                                    f"integer array, got {a.dtype}")
         return interp.evaluate(self.core, arrays, sizes)
 
     @property

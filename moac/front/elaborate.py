@@ -403,7 +403,8 @@ class Elab(DataShapes, Agreement):
                 # the error is the user's call: point there, the prelude's line a note
                 where = f"{fsource.filename}:{e.span.line}:{e.span.col}" if e.span else fsource.filename
                 line = f": {fsource.line(e.span.line).strip()}" if e.span else ""
-                e.message = f"in '{name}' ({'the prelude' if fsource.filename == '<prelude>' else fsource.filename}'s): {e.message}"
+                owner = "the prelude" if fsource.filename == "<prelude>" else fsource.filename
+                e.message = f"in '{name}' ({owner}'s): {e.message}"
                 e.notes = (f"at {where}{line}",)
                 e.span, e.source = node.span, (saved or self.source)
                 if fsource.filename == "<prelude>" and len(args) == 1 and args[0].rank >= 2:

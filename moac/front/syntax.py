@@ -162,6 +162,7 @@ class _ToAST(lark.Transformer):
     def __init__(self, lines: list[str] = ()):
         super().__init__()
         self._lines = lines                   # the source's lines (what separates two items of ⟨…⟩)
+        self._minus_items: set = set()        # ids of the Numbers written `-1` (ASCII for ¯1)
 
     def _between(self, a: Span, b: Span) -> str:
         """The source text after span a and before span b."""
@@ -231,14 +232,13 @@ class _ToAST(lark.Transformer):
         sign, tok = items
         num = Number(_span(sign).join(_span(tok)), -_literal(tok))
         if sign.type == "MINUS":            # `-1` as an item of ⟨…⟩ (the ASCII spelling of ¯1)
-            self.__dict__.setdefault("_minus_items", set()).add(id(num))
+            self._minus_items.add(id(num))
         return num
 
     def vector(self, meta, items):
-        minus = self.__dict__.get("_minus_items", ())
         for prev, item in zip(items, items[1:]):
             # ⟨n − 1⟩ is two items, n and ¯1: never what it looks like (⟨n, −1⟩ says so with its comma)
-            if id(item) in minus and "," not in self._between(prev.span, item.span):
+            if id(item) in self._minus_items and "," not in self._between(prev.span, item.span):
                 text = f"{-item.value}"
                 left = prev.id if isinstance(prev, Name) else f"{prev.value}" if isinstance(prev, Number) else "…"
                 raise ParseError(f"`− {text}` after an item of ⟨…⟩ reads as a second item, ¯{text}, not a "

@@ -31,6 +31,12 @@ def _is_torch(x) -> bool:
     return type(x).__module__.startswith("torch") and type(x).__name__ in ("Tensor", "Parameter")
 
 
+def wrong_dtype(what: str, declared: str, got) -> ArgumentError:
+    """The error for an array of another dtype than its declaration's (`what`: "input 'x'"
+    or "out['y']"), as a kernel call and `evaluate` say it."""
+    return ArgumentError(f"{what} must have dtype {dtypes.describe(declared)} (declared {declared}), got {got}")
+
+
 _TORCH_BITS = {"bfloat16": "bf16", "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}   # read as bit patterns
 
 
@@ -53,8 +59,7 @@ def as_array(name: str, x, declared: str | None = None, out: bool = False):
         t = x.detach()
         bits = _TORCH_BITS.get(str(t.dtype).removeprefix("torch."))
         if declared is not None and bits is not None and bits != declared:
-            raise ArgumentError(f"{what} must have dtype {dtypes.describe(declared)} (declared {declared}), "
-                                f"got {t.dtype}")
+            raise wrong_dtype(what, declared, t.dtype)
         if t.dtype == torch.bfloat16:
             return t.view(torch.int16).numpy().view(np.uint16), True
         if t.dtype in (getattr(torch, "float8_e4m3fn", None), getattr(torch, "float8_e5m2", None)):

@@ -15,7 +15,7 @@ import numpy as np
 from .. import dtypes
 from ..emit.codegen import Signature
 from ..errors import ArgumentError, return_code_error
-from .arrays import _as_torch, _is_torch, _np_dtype, as_array
+from .arrays import _as_torch, _is_torch, _np_dtype, as_array, wrong_dtype
 from .bench import Timing
 from .bench import bench as _bench
 from .binding import freeze_binding
@@ -134,8 +134,7 @@ class Kernel:
                 raise ArgumentError(f"input '{info.name}' must be a numpy array, a CPU torch tensor or a DLPack "
                                     f"object, got {type(a).__name__}")
             if not dtypes.accepts(info.dtype, a):
-                raise ArgumentError(f"input '{info.name}' must have dtype {dtypes.describe(info.dtype)} "
-                                    f"(declared {info.dtype}), got {a.dtype}")
+                raise wrong_dtype(f"input '{info.name}'", info.dtype, a.dtype)
             if not a.flags.c_contiguous:
                 raise ArgumentError(f"input '{info.name}' must be C-contiguous (use np.ascontiguousarray)")
             if info.name in self._updated and not a.flags.writeable:

@@ -119,7 +119,7 @@ def derive(ctx, E, W, Wt, ev, l, members: list, group, rest, rest_ext, start, co
     the output axes; body the lane passes it replaces; parts the (buffer, index) of the
     partials m, z, o of member 0; out the output (name, index), which a frame of one gang
     may store from the tile (TensorTile.out: split_k sets where, TensorTile.direct); gang_vars
-    the frame variables the gangs run over (TensorTile.once: K's and V's offsets name each)."""
+    the frame variables the gangs run over (TensorTile.once: where each is an index component of K and of V)."""
     M = len(members)
     if M > MAX_ROWS:
         return f"{M} heads per gang: a tile holds {MAX_ROWS} heads and their low halves"
