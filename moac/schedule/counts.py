@@ -22,7 +22,7 @@ from ..front.core import source_ops
 from ..front.data import bounds, has_data
 from ..front.sizes import resolve
 from .index import (data_terms, footprint, gamma, gamma_text, internal, lane_diff, narrow_update, narrowed,
-                    needed_reads, size_key, union_footprint, verdict)
+                    needed_reads, nonnegative_given, size_facts, size_key, union_footprint, verdict)
 from .ir import (Guard, LastGang, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, TensorTile, Unpack,
                  expr_reads, Prefetch)
 
@@ -188,7 +188,8 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
     flops = walk(kernel.body, None, dict(kernel.domain), {}, 0)
     arrays = tuple(sorted({a.array for a in accesses}))
     gang_traffic = _gang_traffic(s, kernel, accesses, bufs)
-    traffic, scratch = _kernel_bytes(accesses, bufs, lambda a: dict(a.extents), lambda a: dict(a.starts))
+    facts = size_facts(s.dnf.program.constraints, resolve(s.dnf.program, s.fixed))
+    traffic, scratch = _kernel_bytes(accesses, bufs, lambda a: dict(a.extents), lambda a: dict(a.starts), facts)
     return KernelCounts(kernel.name, kernel.comment, tuple(loops), tuple(accesses), arrays, sp.expand(flops),
                         sp.expand(traffic), sp.expand(scratch), gang_traffic)
 
@@ -226,11 +227,12 @@ def _gang_traffic(s: Schedule, kernel, accesses: list, bufs: dict) -> sp.Expr:
     return sp.expand(iters * _kernel_bytes(accesses, bufs, per_gang)[0])
 
 
-def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None) -> tuple:
+def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None, facts: tuple = ()) -> tuple:
     """(DRAM bytes, of which scratch): per buffer and direction the elements its accesses
     touch over `extents(access)`: with `starts(access)` (where guards begin the variables)
-    the union of their footprints (index.union_footprint), without it the largest one; at
-    most the buffer."""
+    the union of their footprints (index.union_footprint), at most the buffer as the size
+    `facts` decide it (`_at_most`); without it (a gang's share) the largest one, at most
+    the buffer compared at sizes of 64."""
     total, scratch = sp.Integer(0), sp.Integer(0)
     for arr in sorted({a.array for a in accesses}):
         buf = bufs[arr]
@@ -242,15 +244,36 @@ def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None) -> tuple:
                 if starts is None:
                     fp = max((footprint(a.logical, buf.shape, extents(a)) for a in accs), key=size_key)
                 else:
-                    fp = union_footprint([(a.logical, extents(a), starts(a)) for a in accs], buf.shape)
+                    # a box is the rows read where the index is the logical one, not through a
+                    # token the kernel picks (a packed pass's t0 over the sinks and the window)
+                    fp = union_footprint([(a.logical, extents(a), starts(a)) for a in accs], buf.shape,
+                                         boxes_exact=all(a.index == a.logical for a in accs), facts=facts)
                 # a count over integer data (Σ_{b<B} ⟨b⟩ψlens rows) is not compared with the buffer:
                 # which is smaller depends on the data (the model's guess of 64 per size cannot say)
-                cap = fp if has_data(fp) else min(fp, buf.size, key=size_key)
+                if has_data(fp):
+                    cap = fp
+                elif starts is None:        # a gang's share (no gang cache): the larger at sizes of 64
+                    cap = min(fp, buf.size, key=size_key)
+                else:
+                    cap = _at_most(fp, buf.size, facts)
                 moved = cap * DTYPE_BYTES[buf.dtype]
                 total += moved
                 if buf.role == "scratch":
                     scratch += moved
     return sp.expand(total), sp.expand(scratch)
+
+
+def _at_most(fp, size, facts: tuple) -> sp.Expr:
+    """A footprint capped by its buffer: the smaller where the size facts decide it (n rows
+    of a cache of N where the program requires n + 1 ≤ N: n), else the smaller where every
+    size is 64 (size_key; min(fp, size) would be exact but reads min(B, B·maxp) where a
+    size of 0 is all that separates them)."""
+    d = sp.expand(size - fp)
+    if nonnegative_given(d, facts):
+        return fp
+    if nonnegative_given(-d, facts):
+        return size
+    return min(fp, size, key=size_key)
 
 
 def minimum(s: Schedule) -> sp.Expr:

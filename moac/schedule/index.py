@@ -3,6 +3,8 @@ adjacent lanes, footprints (distinct elements a ψ-selection touches over a loop
 the minimum reads of a DNF, and the rows an update leaves unchanged.  sympy only."""
 from __future__ import annotations
 
+import itertools
+
 import sympy as sp
 from sympy.core.function import AppliedUndef
 
@@ -178,12 +180,17 @@ def _provably_le(a, b) -> bool:
     return provably(sp.Le(sp.expand(a - b), 0))
 
 
-def union_footprint(accesses: list, shape: tuple) -> sp.Expr:
+def union_footprint(accesses: list, shape: tuple, boxes_exact: bool = True, facts: tuple = ()) -> sp.Expr:
     """Distinct elements that several ψ-selections of one array touch together: each is
     (index, extents, starts).  Boxes (`_box`) that are equal count once, a box inside
     another not at all, and boxes that are pairwise disjoint on some axis add up (the two
     sides of a catenation that read one array: a cache's first rows and its last ones).
-    Where that does not decide it, the largest single footprint, as for one access."""
+    Boxes that overlap otherwise count as their union, by inclusion–exclusion
+    (`_overlapping`: (n △ x) # (m △ x) reads n + m − min(n, m) elements of x), where the
+    boxes are the elements read (`boxes_exact`: not where an index goes through a row the
+    kernel picks) and there are at most OVERLAP_BOXES of them; `facts` are what the sizes
+    satisfy (`size_facts`).  Where that does not decide it, the largest single footprint,
+    as for one access."""
     fps = [footprint(idx, shape, ext) for idx, ext, _ in accesses]
     largest = max(fps, key=size_key)
     if len(accesses) == 1:
@@ -201,19 +208,82 @@ def union_footprint(accesses: list, shape: tuple) -> sp.Expr:
         return all(_provably_le(y[0], x[0]) and _provably_le(x[1], y[1]) for x, y in zip(b, c))
     distinct = [b for k, b in enumerate(distinct) if not any(k != j and inside(b, c) and not inside(c, b)
                                                               for j, c in enumerate(distinct))]
-    for k, b in enumerate(distinct):
-        for c in distinct[k + 1:]:
-            if not any(_provably_le(x[1], y[0]) or _provably_le(y[1], x[0]) for x, y in zip(b, c)):
-                return largest
     where = {id(b): (idx, ext) for b, (idx, ext, _) in zip(boxes, accesses)}
 
     def volume(b):          # a box's elements; an extent read from data sums over what it depends on
         idx, ext = where[id(b)]
         return _sum_dependent(idx, [hi - lo for lo, hi in b], ext)
-    total = sp.expand(sum((volume(b) for b in distinct), sp.Integer(0)))
+    apart = all(any(_provably_le(x[1], y[0]) or _provably_le(y[1], x[0]) for x, y in zip(b, c))
+                for k, b in enumerate(distinct) for c in distinct[k + 1:])
+    if apart:
+        total = sp.expand(sum((volume(b) for b in distinct), sp.Integer(0)))
+    else:
+        total = _overlapping(distinct, facts) if boxes_exact else None
+        if total is None:
+            return largest
     size = sp.Mul(*shape) if shape else sp.Integer(1)
     over = sp.expand(total - size)
     return size if _nonnegative(over) else total
+
+
+OVERLAP_BOXES = 5       # inclusion–exclusion over at most this many boxes (2^5 − 1 intersections)
+
+
+def _overlapping(boxes: list, facts: tuple):
+    """The elements of the union of boxes that overlap, exactly, by inclusion–exclusion:
+    Σ over the non-empty subsets S of (−1)^(|S|+1) |∩S|, an intersection's length on an axis
+    max(0, min hi − max lo).  None where a bound reads data (its sign is the data's) or there
+    are more than OVERLAP_BOXES boxes."""
+    if len(boxes) > OVERLAP_BOXES or any(has_data(sp.sympify(e)) for b in boxes for ax in b for e in ax):
+        return None
+    total = sp.Integer(0)
+    for r in range(1, len(boxes) + 1):
+        for subset in itertools.combinations(boxes, r):
+            vol = sp.Integer(1)
+            for axis in zip(*subset):
+                lo, hi = sp.Max(*(x[0] for x in axis)), sp.Min(*(x[1] for x in axis))
+                vol *= lo_hi_length(lo, hi, facts)
+            total += (-1) ** (r + 1) * vol
+    return sp.expand(total)
+
+
+def lo_hi_length(lo, hi, facts: tuple = ()) -> sp.Expr:
+    """max(0, hi − lo): hi − lo where it is ≥ 0 provably or by a fact f ≥ 0 of the sizes
+    that it exceeds (n − h where the program requires h ≤ n), 0 where it is ≤ 0 provably,
+    and the max where the sign depends on the sizes (n − 2·h; n − 2, 0 at n = 1)."""
+    d = sp.expand(hi - lo)
+    if nonnegative_given(d, facts):
+        return d
+    if nonnegative_given(-d, facts):
+        return sp.Integer(0)
+    return sp.Max(0, d)
+
+
+def nonnegative_given(e, facts: tuple = ()) -> bool:
+    """e ≥ 0 for all sizes that satisfy the facts (each f ≥ 0, `size_facts`): provably, or
+    e = c·(f + r) with c a product of sizes and r ≥ 0 provably (dk·(40 − n) ≥ 0 by n + 1 ≤ 40)."""
+    e = sp.expand(e)
+    if _nonnegative(e) or _provably_le(0, e):
+        return True
+    core = sp.factor_terms(e)
+    if isinstance(core, sp.Mul):            # the sizes and positive numbers it is a multiple of
+        kept = [x for x in core.args if not (x.is_positive or (x.is_Symbol and x.is_nonnegative))]
+        core = sp.Mul(*kept)
+    core = sp.expand(core)
+    return _nonnegative(core) or any(_provably_le(0, sp.expand(core - f)) for f in (0, *facts))
+
+
+def size_facts(constraints: tuple, subs: dict) -> tuple:
+    """What the program's size conditions say, as expressions ≥ 0 (h ≤ n: n − h), at the
+    sizes `subs` fixes; conditions over data elements (Constraint.over) say nothing of sizes."""
+    facts = []
+    for c in constraints:
+        cond = c.cond
+        if c.over or not isinstance(cond, (sp.LessThan, sp.StrictLessThan, sp.GreaterThan, sp.StrictGreaterThan)):
+            continue
+        small, big = (cond.lhs, cond.rhs) if isinstance(cond, (sp.LessThan, sp.StrictLessThan)) else (cond.rhs, cond.lhs)
+        facts.append(sp.expand(replace_sizes(big - small, subs)))
+    return tuple(facts)
 
 
 def needed_reads(d: DNF, subs: dict) -> dict:
@@ -258,7 +328,8 @@ def needed_reads(d: DNF, subs: dict) -> dict:
         lo = {v: replace_sizes(starts[v], subs) for v in st.vars if v in starts}
         data(st.at, ext, lo)                    # a scatter's index read from data
         walk(body, ext, lo)
-    return {a: union_footprint(accs, shapes[a]) for a, accs in found.items()}
+    facts = size_facts(d.program.constraints, subs)
+    return {a: union_footprint(accs, shapes[a], facts=facts) for a, accs in found.items()}
 
 
 def data_terms(exprs) -> list:

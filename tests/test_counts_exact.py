@@ -1,0 +1,69 @@
+"""The traffic count against the elements a program touches, counted by enumeration: reads
+of one array that overlap count their union (inclusion–exclusion), and a read capped by its
+buffer is capped exactly, whatever the sizes are (docs/cost.md#how-exact-the-counts-are)."""
+import random
+
+import pytest
+import sympy as sp
+
+import moac
+
+# (source, the elements touched at the sizes: the output written plus the distinct reads)
+OVERLAPS = {
+    "take_both": ("size n, m, N\ninput x : f32 ⟨N⟩\nc = (n △ x) # (m △ x)\noutput c\n",
+                  lambda n, m, N: n + m + len(set(range(n)) | set(range(m)))),
+    "neighbours": ("size n\ninput x : f32 ⟨n⟩\nc = (¯1 ▽ x) + (1 ▽ x)\noutput c\n",
+                   lambda n: (n - 1) + len(set(range(n - 1)) | set(range(1, n)))),
+    "drop_both_ends": ("size n, h\ninput x : f32 ⟨n⟩\nc = ((−h) ▽ x) + (h ▽ x)\noutput c\n",
+                       lambda n, h: (n - h) + len(set(range(n - h)) | set(range(h, n)))),
+}
+
+
+def draw(name, rng):
+    if name == "take_both":
+        n, m = rng.randint(1, 60), rng.randint(1, 60)
+        return {"n": n, "m": m, "N": max(n, m) + rng.randint(0, 5)}
+    if name == "neighbours":
+        return {"n": rng.randint(1, 40)}
+    n = rng.randint(1, 40)
+    return {"n": n, "h": rng.randint(0, n)}
+
+
+def at(expr, sizes):
+    return int(sp.sympify(expr).xreplace({s: sizes[s.name] for s in sp.sympify(expr).free_symbols}))
+
+
+@pytest.mark.parametrize("name", OVERLAPS)
+def test_overlapping_reads_count_their_union(name):
+    # they counted as the larger read alone: (n △ x) # (m △ x) 46 % low at n = 3, m = 50
+    src, truth = OVERLAPS[name]
+    prog = moac.parse(src, f"{name}.moa")
+    free = prog.onf(target="c")                     # one formula for every size
+    rng = random.Random(7)
+    for _ in range(25):
+        sizes = draw(name, rng)
+        want = 4 * truth(**sizes)
+        assert at(free.traffic, sizes) == want, (sizes, free.traffic)
+        assert at(free.minimum, sizes) == want
+        assert prog.onf(target="c", sizes=sizes).traffic == want
+
+
+def test_a_program_condition_decides_an_overlap():
+    # h ≤ n (the program requires it) makes the reads [0, n − h) and [h, n) overlap by
+    # max(0, n − 2h): the count keeps that max and no other
+    onf = moac.parse(OVERLAPS["drop_both_ends"][0], "d.moa").onf(target="c")
+    maxes = onf.traffic.atoms(sp.Max)
+    assert [str(m) for m in maxes] == ["Max(0, -2*h + n)"]
+
+
+def test_a_cache_read_below_its_rows_counts_the_rows_read():
+    # decode_layer with N = 40 and n free read the whole cache (40 rows) in the count,
+    # 3× high at n = 10; n + 1 ≤ N (the update's condition) caps it at n rows exactly
+    prog = moac.load("examples/decode_layer.moa")
+    free = prog.onf(sizes={"N": 40, "dk": 16, "dm": 32})
+    fixed = prog.onf(sizes={"N": 40, "dk": 16, "dm": 32, "n": 10})
+    assert not free.traffic.atoms(sp.Min)
+    chunk = {s: 4 for s in free.traffic.free_symbols | fixed.traffic.free_symbols if "chunk" in s.name}
+    n = next(s for s in free.traffic.free_symbols if s.name == "n")
+    assert sp.sympify(free.traffic).xreplace({**chunk, n: 10}) == sp.sympify(fixed.traffic).xreplace(chunk)
+    assert sp.sympify(free.minimum).xreplace({n: 10}) == fixed.minimum
