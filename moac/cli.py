@@ -1,6 +1,6 @@
 """The `moac` command line.  Exit codes: 0 success, 1 a user error in the program
-(parse, name, shape, build, check), 2 a usage error (bad flags, unreadable file),
-3 an internal error (a bug in moac)."""
+(parse, name, shape, build, check), 2 a usage error (bad flags, unreadable file, a Python
+without moac's dependencies), 3 an internal error (a bug in moac)."""
 from __future__ import annotations
 
 import argparse
@@ -215,6 +215,13 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # a bug in moac, not in the user's program
         if os.environ.get("MOAC_TRACEBACK"):
             raise
+        missing = getattr(e, "name", None) if isinstance(e, ModuleNotFoundError) else None
+        if missing and missing.split(".")[0] != "moac":    # a Python moac's dependencies are not installed in
+            text = (f"moac: error: this Python ({sys.executable}) has no module {missing!r}, which moac needs here; "
+                    "install moac into it (pip install -e . in a checkout) or run the moac of the environment "
+                    "it is installed in")
+            _print_json_error("usage", "ModuleNotFoundError", text, text.removeprefix("moac: error: ")) if args.json else print(text, file=sys.stderr)
+            return 2
         where = f" while processing {args.file}" if getattr(args, "file", None) else ""
         text = (f"moac: internal error{where}: {type(e).__name__}: {e}\n"
                 "This is a bug in moac; set MOAC_TRACEBACK=1 for the Python traceback and report it.")

@@ -136,3 +136,15 @@ def pytest_collection_modifyitems(config, items):
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return                                  # a run in one process keeps the usual order
     items.sort(key=lambda item: -LONG_FILES.get(item.path.name, 0))     # stable: files stay whole
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _at_the_repository_root():
+    """The tests name examples/, docs/ and bench/ relative to the repository root, as the
+    docs' commands do: they run there whatever directory pytest was started in (from
+    tests/, every path of test_cost.py failed).  After collection, so that the command
+    line's own relative paths keep their meaning."""
+    here = os.getcwd()
+    os.chdir(ROOT)
+    yield
+    os.chdir(here)

@@ -359,3 +359,16 @@ def test_o_naming_the_file_standard_input_reads_is_refused(tmp_path):
         r = subprocess.run([sys.executable, "-m", "moac", "compile", "-", "-o", str(src)], stdin=f, cwd=ROOT,
                            capture_output=True, text=True)
     assert r.returncode == 2 and "is the source file itself" in r.stderr and src.read_text() == before
+
+
+def test_a_python_without_moacs_dependencies_is_told_so(tmp_path):
+    # `python3 -m moac` from a checkout, with a Python moac is not installed in, was an
+    # "internal error … This is a bug in moac" naming lark
+    import subprocess
+    import sys
+    from test_back_common import ROOT
+    hide = "import sys, runpy; sys.modules['lark'] = None; sys.argv = ['moac', 'dnf', 'examples/decode.moa']; " \
+           "runpy.run_module('moac', run_name='__main__')"
+    r = subprocess.run([sys.executable, "-c", hide], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert "has no module 'lark'" in r.stderr and "bug in moac" not in r.stderr and "Traceback" not in r.stderr
