@@ -55,6 +55,10 @@ SIMD_MATH = (
     "/* SIMD lanes call libmvec's vector exp2f (declared by glibc only under -ffast-math) */\n"
     "#if defined(__x86_64__) && defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)) && !defined(__clang__)\n"
     "float exp2f(float) __attribute__((simd(\"notinbranch\")));\n"
+    "#endif\n"
+    "/* a lane loop clang cannot vectorise runs as written: not an error under -Werror */\n"
+    "#if defined(__clang__)\n"
+    "#pragma clang diagnostic ignored \"-Wpass-failed\"\n"
     "#endif")
 
 
@@ -340,5 +344,27 @@ def _refusals(unit: CUnit) -> str:
 
 def to_c(unit: CUnit, sig: Signature, target) -> str:
     dual = unit.index_bits == 0          # the 32-bit kernels nest one block deeper (kernels.j2)
-    return template("kernel.c.j2").render(**context(unit, sig, target), body=kernels_text(unit, 2 if dual else 1),
-                                          body32=kernels_text(unit, 3, unit.kernels32) if dual else "")
+    ctx = dict(context(unit, sig, target), body=kernels_text(unit, 2 if dual else 1),
+               body32=kernels_text(unit, 3, unit.kernels32) if dual else "")
+    rest = template("kernel.c.j2").render(**dict(ctx, helpers=()))
+    return template("kernel.c.j2").render(**dict(ctx, helpers=used_helpers(ctx["helpers"], rest)))
+
+
+_DEFINES = re.compile(r"^static\b[^(=;{]*?\b(\w+)\(", re.M)
+
+
+def used_helpers(helpers: tuple, rest: str) -> tuple:
+    """The helpers (in their order) that the rest of the file calls, or that a helper it
+    calls does: clang's -Wall warns of an unused static inline function in a .c file, as
+    GCC's does not.  A helper that defines no function (a declaration) is kept."""
+    defs = [set(_DEFINES.findall(h)) for h in helpers]
+    keep = [not d for d in defs]
+    text = rest
+    changed = True
+    while changed:
+        changed = False
+        for k, d in enumerate(defs):
+            if not keep[k] and any(re.search(rf"\b{n}\b", text) for n in d):
+                keep[k], changed = True, True
+                text += "\n" + helpers[k]
+    return tuple(h for h, k in zip(helpers, keep) if k)

@@ -7,26 +7,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-static inline int64_t moac_floordiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
-static inline int64_t moac_ceildiv(int64_t a, int64_t b) { return -moac_floordiv(-a, b); }
-static inline int64_t moac_mod(int64_t a, int64_t b) { int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 static inline int64_t moac_imin(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t moac_imax(int64_t a, int64_t b) { return a > b ? a : b; }
 /* exp through exp2 of a prescaled argument: one fast hardware instruction on GPUs */
 static inline float moac_expf(float x) { return exp2f(x * 1.44269504088896340736f); }
-static inline double moac_exp(double x) { return exp(x); }
-/* bf16 and f16 storage, widened to f32 on load */
-static inline float moac_bf16_to_f32(uint16_t h) { union { uint32_t u; float f; } v; v.u = (uint32_t)h << 16; return v.f; }
-static inline float moac_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
-    if (e == 0 && m == 0) u = sign;                                  /* ±0 */
-    else if (e == 0) {                                               /* subnormal: normalise */
-        e = 113; while (!(m & 0x400u)) { m <<= 1; e--; }
-        u = sign | (e << 23) | ((m & 0x3ffu) << 13);
-    } else if (e == 31) u = sign | 0x7f800000u | (m << 13);          /* inf, nan */
-    else u = sign | ((e + 112) << 23) | (m << 13);
-    union { uint32_t u; float f; } v; v.u = u; return v.f;
-}
 /* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that
  * keeps at most 2048 chunks per frame (the combine folds them with lanes over the chunks),
  * about 16384 gangs in all (this target's choice) and at least `fewest` tokens (the plan's:

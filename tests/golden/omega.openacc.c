@@ -11,59 +11,8 @@
 #endif
 
 #pragma acc routine seq
-static inline int64_t moac_floordiv(int64_t a, int64_t b) { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
-#pragma acc routine seq
-static inline int64_t moac_ceildiv(int64_t a, int64_t b) { return -moac_floordiv(-a, b); }
-#pragma acc routine seq
-static inline int64_t moac_mod(int64_t a, int64_t b) { int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
-#pragma acc routine seq
-static inline int64_t moac_imin(int64_t a, int64_t b) { return a < b ? a : b; }
-#pragma acc routine seq
-static inline int64_t moac_imax(int64_t a, int64_t b) { return a > b ? a : b; }
-#pragma acc routine seq
 /* exp through exp2 of a prescaled argument: one fast hardware instruction on GPUs */
 static inline float moac_expf(float x) { return exp2f(x * 1.44269504088896340736f); }
-#pragma acc routine seq
-static inline double moac_exp(double x) { return exp(x); }
-#pragma acc routine seq
-/* bf16 and f16 storage, widened to f32 on load */
-static inline float moac_bf16_to_f32(uint16_t h) { union { uint32_t u; float f; } v; v.u = (uint32_t)h << 16; return v.f; }
-#pragma acc routine seq
-static inline float moac_f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
-    if (e == 0 && m == 0) u = sign;                                  /* ±0 */
-    else if (e == 0) {                                               /* subnormal: normalise */
-        e = 113; while (!(m & 0x400u)) { m <<= 1; e--; }
-        u = sign | (e << 23) | ((m & 0x3ffu) << 13);
-    } else if (e == 31) u = sign | 0x7f800000u | (m << 13);          /* inf, nan */
-    else u = sign | ((e + 112) << 23) | (m << 13);
-    union { uint32_t u; float f; } v; v.u = u; return v.f;
-}
-#pragma acc routine seq
-/* tokens per gang for the split-K plan: the smallest power of two in 16 ... 1024 that
- * keeps at most 2048 chunks per frame (the combine folds them with lanes over the chunks),
- * about 16384 gangs in all (this target's choice) and at least `fewest` tokens (the plan's:
- * enough that the chunk's K/V rows outweigh its partial state 16 times, but never so many
- * that fewer than 2048 gangs are left) */
-static inline int64_t moac_chunk(int64_t tokens, int64_t frames, int64_t fewest) {
-    int64_t by_chunks = (tokens + 2047) / 2048, by_gangs = (tokens * frames + 16383) / 16384;
-    int64_t want = by_chunks > by_gangs ? by_chunks : by_gangs, c = 16;
-    int64_t fill = tokens * frames / 2048;   /* the floor leaves 2048 gangs */
-    if (fewest > fill) fewest = fill;
-    if (want < fewest) want = fewest;
-    while (c < want && c < 1024) c *= 2;
-    return c;
-}
-#pragma acc routine seq
-static inline int32_t moac_floordiv32(int32_t a, int32_t b) { int32_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
-#pragma acc routine seq
-static inline int32_t moac_ceildiv32(int32_t a, int32_t b) { return -moac_floordiv32(-a, b); }
-#pragma acc routine seq
-static inline int32_t moac_mod32(int32_t a, int32_t b) { int32_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
-#pragma acc routine seq
-static inline int32_t moac_imin32(int32_t a, int32_t b) { return a < b ? a : b; }
-#pragma acc routine seq
-static inline int32_t moac_imax32(int32_t a, int32_t b) { return a > b ? a : b; }
 
 /* Bytes of scratch memory the computation needs for these sizes. */
 size_t moac_omega_workspace_bytes(int64_t n_, int64_t w_, int64_t dk_)
