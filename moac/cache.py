@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import stat
 import tempfile
 import time
 from importlib import resources
@@ -22,14 +23,37 @@ SUFFIXES = (".so", ".c", ".sha256", ".lark", ".txt")
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("MOAC_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "moac")
+    """MOAC_CACHE_DIR, else $XDG_CACHE_HOME/moac or ~/.cache/moac; where the default cannot
+    be written (a read-only home), a directory of this user's own in the temporary
+    directory (`fallback_dir`).  A MOAC_CACHE_DIR that cannot be used is an error."""
+    chosen = os.environ.get("MOAC_CACHE_DIR")
+    root = chosen or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "moac")
     p = Path(root)
     try:
         p.mkdir(parents=True, exist_ok=True)
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise PermissionError(13, os.strerror(13), str(p))
     except OSError as e:                # an OSError of its own kind, naming the setting
+        if not chosen:
+            return fallback_dir(e)
         raise type(e)(e.errno, f"cannot use the cache directory (MOAC_CACHE_DIR, else ~/.cache/moac): "
                                f"{e.strerror}", str(p)) from None
+    return p
+
+
+def fallback_dir(why: OSError) -> Path:
+    """<tmp>/moac-<uid>, made with mode 0700, used only if this user owns it and no one else
+    may write it (a library there is loaded and run); else the default's error."""
+    p = Path(tempfile.gettempdir()) / f"moac-{os.getuid()}"
+    try:
+        p.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(p)
+    except OSError:
+        st = None
+    if st is None or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise type(why)(why.errno, "cannot use the cache directory (MOAC_CACHE_DIR, else ~/.cache/moac): "
+                                   f"{why.strerror}; nor {p}, which is not a directory of this user's that "
+                                   "only it may write", why.filename) from None
     return p
 
 

@@ -372,3 +372,37 @@ def test_a_python_without_moacs_dependencies_is_told_so(tmp_path):
     r = subprocess.run([sys.executable, "-c", hide], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 2, r.stderr
     assert "has no module 'lark'" in r.stderr and "bug in moac" not in r.stderr and "Traceback" not in r.stderr
+
+
+def test_an_unwritable_default_cache_falls_back_to_a_private_temporary_directory(tmp_path):
+    # with ~/.cache unusable (a read-only home), every build failed unless MOAC_CACHE_DIR
+    # was set; now the default falls back to <tmp>/moac-<uid>, made 0700, and only if this
+    # user owns it and no one else may write it (a library there is loaded and run)
+    import os
+    import stat
+    import subprocess
+    import sys
+    from test_back_common import ROOT, example_path
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "MOAC_CACHE_DIR"}
+    env.update(XDG_CACHE_HOME=str(blocker / "cache"), TMPDIR=str(tmp), PYTHONPATH=str(ROOT))
+    run = lambda: subprocess.run([sys.executable, "-m", "moac", "check", example_path("matmul"), "--target", "c"],  # noqa: E731
+                                 cwd=ROOT, env=env, capture_output=True, text=True)
+    r = run()
+    assert r.returncode == 0, r.stderr
+    private = tmp / f"moac-{os.getuid()}"
+    assert stat.S_IMODE(private.stat().st_mode) == 0o700 and any(private.glob("moac_*.so"))
+    private.chmod(0o777)                                   # another user could plant a library
+    r = run()
+    assert r.returncode == 1 and "cannot use the cache directory" in r.stderr and str(private) in r.stderr, r.stderr
+    private.chmod(0o700)
+    if os.getuid() == 0:                                   # owned by someone else
+        os.chown(private, 12345, 12345)
+        r = run()
+        assert r.returncode == 1 and "not a directory of this user's" in r.stderr, r.stderr
+    env["MOAC_CACHE_DIR"] = str(blocker / "cache")           # a chosen directory is never replaced
+    r = run()
+    assert r.returncode == 1 and "MOAC_CACHE_DIR" in r.stderr and str(private) not in r.stderr, r.stderr
