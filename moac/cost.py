@@ -25,6 +25,7 @@ class Cost:
     flops_per_token: sp.Expr | None
     data: dict = field(default_factory=dict)   # integer input -> the value its every element is taken at
                                                # (-D lens=4096, else the bound its conditions give)
+    growing: bool = False   # the per-token figures are the long-sequence limit of a derivative with steps
 
 
 def _no_ceiling(e):
@@ -37,6 +38,16 @@ def split_data(prog, sizes: dict) -> tuple:
     from .front.data import INDEX_DTYPES
     ints = {i.name for i in prog.inputs if i.dtype in INDEX_DTYPES}
     return {k: v for k, v in sizes.items() if k not in ints}, {k: v for k, v in sizes.items() if k in ints}
+
+
+def _growing(d, tok) -> sp.Expr:
+    """A derivative by the token size as that size grows without bound: the step of a
+    min or max whose argument has the token (Heaviside(m − n) from ∂min(m, n)/∂n) is
+    where it ends up, 0 or 1, so 8 − 4·Heaviside(m − n) bytes a token reads 8."""
+    def step(a, *rest):
+        k = sp.expand(a).coeff(tok)
+        return sp.Integer(1) if k.is_positive else sp.Integer(0) if k.is_negative else sp.Heaviside(a, *rest)
+    return sp.expand(sp.sympify(d).replace(sp.Heaviside, step))
 
 
 def analyse(prog, sizes: dict, target: str = "openacc", token: str | None = "n", storage: dict | None = None) -> Cost:
@@ -53,11 +64,13 @@ def analyse(prog, sizes: dict, target: str = "openacc", token: str | None = "n",
             tg = get_target(target)
             values[ch.var] = sp.Integer(evaluate(ch, values, *tg.chunk_choice(onf.schedule.tiled, onf.schedule.even_tiles, onf.schedule.tile_step_bytes, onf.schedule.tile_warps)))
     kv = fpt = None
+    steps = False
     if tok is not None:
         # the run-time choices (the chunk size) as the sequence grows without bound
         big = {ch.var: RULES[ch.rule](*(10**12 for _ in ch.args)) for ch in onf.choices}
-        kv = sp.expand(sp.diff(_no_ceiling(onf.minimum), tok))
-        fpt = sp.expand(sp.diff(_no_ceiling(onf.flops).xreplace(big), tok))
+        kv, fpt = (sp.diff(_no_ceiling(onf.minimum), tok), sp.diff(_no_ceiling(onf.flops).xreplace(big), tok))
+        steps = kv.has(sp.Heaviside) or fpt.has(sp.Heaviside)
+        kv, fpt = _growing(kv, tok), _growing(fpt, tok)
         if kv == 0:                # the minimum does not grow with this size (a capacity: the data's lengths do)
             kv = fpt = None
     from .front.data import INDEX_DTYPES, bounds
@@ -66,7 +79,7 @@ def analyse(prog, sizes: dict, target: str = "openacc", token: str | None = "n",
             for i in prog.inputs if i.dtype in INDEX_DTYPES}
     read = {r.func.__name__ for e in (onf.traffic, onf.minimum, onf.flops) for r in data_reads(e)}
     return Cost(onf, tok, values, onf.traffic, onf.minimum, onf.flops, kv, fpt,
-                {k: v for k, v in data.items() if v is not None and k in read})
+                {k: v for k, v in data.items() if v is not None and k in read}, steps)
 
 
 def storage_for(prog, kv_dtype: str | None, token: str) -> dict:
@@ -158,7 +171,8 @@ def report(prog, sizes: dict, hardware: list, layers: int | None, kv_dtype: str 
     line("flops", c.flops, "per call")
     if c.kv_per_token is not None:
         kvv = _num(c.kv_per_token, v, c.data)
-        L.append(f"KV bytes/token {fmt_index(c.kv_per_token)} per layer (∂ minimum / ∂{token})"
+        L.append(f"KV bytes/token {fmt_index(c.kv_per_token)} per layer (∂ minimum / ∂{token}"
+                 + (f" as {token} grows" if c.growing else "") + ")"
                  + (f" = {_fmt_bytes(kvv)}" if kvv is not None else ""))
         if layers:
             total = c.kv_per_token * layers

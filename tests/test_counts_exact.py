@@ -67,3 +67,16 @@ def test_a_cache_read_below_its_rows_counts_the_rows_read():
     n = next(s for s in free.traffic.free_symbols if s.name == "n")
     assert sp.sympify(free.traffic).xreplace({**chunk, n: 10}) == sp.sympify(fixed.traffic).xreplace(chunk)
     assert sp.sympify(free.minimum).xreplace({n: 10}) == fixed.minimum
+
+
+def test_per_token_bytes_of_a_count_with_a_min_are_its_long_sequence_limit():
+    # ∂/∂n of 4·(2·m + 2·n − min(m, n)) is 8 − 4·Heaviside(m − n): printed as such, and as
+    # 4 bytes at n = 3 though a token past m adds 8; the per-token line is now the limit
+    from moac import cost
+    prog = moac.parse(OVERLAPS["take_both"][0], "take_both.moa")
+    c = cost.analyse(prog, {})
+    assert c.kv_per_token == 8 and c.growing
+    text = cost.report(prog, {"n": 3, "m": 50, "N": 60}, [], 0, None)
+    assert "KV bytes/token 8 per layer (∂ minimum / ∂n as n grows) = 8 bytes" in text and "Heaviside" not in text
+    plain = cost.analyse(moac.load("examples/decode_gqa.moa"), {"hq": 32, "hkv": 8, "dk": 128, "dv": 128})
+    assert not plain.growing
