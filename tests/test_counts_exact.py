@@ -48,6 +48,56 @@ def test_overlapping_reads_count_their_union(name):
         assert prog.onf(target="c", sizes=sizes).traffic == want
 
 
+def _union(*ranges):
+    return len(set().union(*(set(r) for r in ranges)))
+
+
+# found by a review of the first version: each was wrong there (the whole array for item 1
+# with no size fixed, a branch that never runs counted where a size is 0, catenations of
+# three pieces whose inner guard did not narrow the loop)
+REVIEWED = [
+    ("size n, L\ninput x : f32 ⟨n⟩\nr = (L △ 1 ▽ x) + ((−L) △ x)\noutput r\n",
+     lambda rng: (lambda L: {"L": L, "n": rng.randint(L + 1, 40)})(rng.randint(0, 12)),
+     lambda n, L: L + _union(range(1, L + 1), range(n - L, n))),
+    ("size n, m, a, b, p, q\ninput A : f32 ⟨n m⟩\nr = (⟨a b⟩ △ A) + (⟨a b⟩ △ ⟨p q⟩ ▽ A)\noutput r\n",
+     lambda rng: (lambda a, b, p, q: {"a": a, "b": b, "p": p, "q": q, "n": a + p + rng.randint(0, 3),
+                                      "m": b + q + rng.randint(0, 3)})(*(rng.randint(0, 6) for _ in range(4))),
+     lambda n, m, a, b, p, q: a * b + len({(i, j) for i in range(a) for j in range(b)}
+                                          | {(p + i, q + j) for i in range(a) for j in range(b)})),
+    ("size n, m, k, N\ninput x : f32 ⟨N⟩\nc = (n △ x) # (m △ x) # (k △ x)\noutput c\n",
+     lambda rng: (lambda n, m, k: {"n": n, "m": m, "k": k, "N": max(n, m, k) + rng.randint(0, 4)})(
+         *(rng.randint(0, 9) for _ in range(3))),
+     lambda n, m, k, N: n + m + k + _union(range(n), range(m), range(k))),
+    ("size n, m, k, N\ninput x : f32 ⟨N⟩\nc = (n ▽ x) # ((−m) △ x) # (k △ x)\noutput c\n",
+     lambda rng: (lambda n, m, k: {"n": n, "m": m, "k": k, "N": max(n, m, k) + rng.randint(0, 4)})(
+         *(rng.randint(0, 9) for _ in range(3))),
+     lambda n, m, k, N: (N - n) + m + k + _union(range(n, N), range(N - m, N), range(k))),
+]
+
+
+@pytest.mark.parametrize("case", range(len(REVIEWED)))
+def test_reviewed_overlaps_are_exact_fixed_and_free(case):
+    src, draw_sizes, truth = REVIEWED[case]
+    prog = moac.parse(src, f"r{case}.moa")
+    free = prog.onf(target="c")
+    rng = random.Random(11)
+    for _ in range(12):
+        sizes = draw_sizes(rng)
+        want = 4 * truth(**sizes)
+        assert prog.onf(target="c", sizes=sizes).traffic == want, sizes
+        assert at(free.traffic, sizes) == want and at(free.minimum, sizes) == want, (sizes, free.traffic)
+
+
+def test_a_size_fixed_at_zero_drops_the_branch_it_empties():
+    # (s △ x) # ((−w) △ x) with s fixed at 0: the guard i < 0 is sympy's false, and the read
+    # behind it was counted over the whole loop (640 bytes at n = 100, w = 60; truth 480)
+    prog = moac.parse("size n, s, w\ninput x : f32 ⟨n⟩\nc = (s △ x) # ((−w) △ x)\noutput c\n", "z.moa")
+    assert prog.onf(target="c", sizes={"s": 0, "n": 100, "w": 60}).traffic == 480
+    assert at(prog.onf(target="c", sizes={"s": 0}).traffic, {"n": 100, "w": 60}) == 480
+    sinks = moac.load("examples/decode_sinks.moa").onf(target="c", sizes={"s": 0, "n": 100, "w": 60, "dk": 4, "dv": 4})
+    assert sinks.minimum == 4 * (4 + 4) * 60 + 4 * 4 + 4 * 4        # the window's K and V rows, q, out
+
+
 def test_a_program_condition_decides_an_overlap():
     # h ≤ n (the program requires it) makes the reads [0, n − h) and [h, n) overlap by
     # max(0, n − 2h): the count keeps that max and no other

@@ -21,7 +21,7 @@ from ..dtypes import BYTES as DTYPE_BYTES
 from ..front.core import source_ops
 from ..front.data import bounds, has_data
 from ..front.sizes import resolve
-from .index import (data_terms, footprint, gamma, gamma_text, internal, lane_diff, narrow_update, narrowed,
+from .index import (data_terms, footprint, gamma, gamma_text, guard_var, internal, lane_diff, narrow_update, narrowed,
                     needed_reads, nonnegative_given, size_facts, size_key, union_footprint, verdict)
 from .ir import (Guard, LastGang, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, TensorTile, Unpack,
                  expr_reads, Prefetch)
@@ -107,6 +107,7 @@ def _expr_flops(e) -> sp.Expr:
 def count_kernel(s: Schedule, kernel) -> KernelCounts:
     bufs = {b.name: b for b in s.buffers}
     accesses, loops = [], []
+    loose: set = set()          # ids of the accesses under a guard that does not narrow their loop
 
     def access(a, write: bool, lanes, ext: dict, lo: dict, packed: int = 1):
         buf = bufs[a.array]
@@ -161,11 +162,16 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
                 case Guard(cond=c, then=t, other=o):
                     data((c,), ext, lo)
                     c = sp.sympify(c)
-                    if isinstance(c, sp.StrictLessThan) and c.lhs in ext:
-                        then, other = narrowed(c, ext, lo)
+                    v = guard_var(c, ext)
+                    if c is sp.true or c is sp.false:        # a size fixed at 0: i < 0 (one branch runs)
+                        total += walk(t if c is sp.true else o, lanes, ext, lo, depth)
+                    elif v is not None:
+                        then, other = narrowed(sp.StrictLessThan(v, sp.expand(c.rhs - c.lhs + v)), ext, lo)
                         total += walk(t, lanes, *then, depth) + walk(o, lanes, *other, depth)
-                    else:
+                    else:                                   # the branches' reads are not boxes of what they read
+                        first = len(accesses)
                         total += walk(t, lanes, ext, lo, depth) + walk(o, lanes, ext, lo, depth)
+                        loose.update(id(a) for a in accesses[first:])
                 case Loop():
                     data((st.extent, st.start), ext, lo)
                     loops.append(LoopInfo(st.var.name, sp.sympify(st.extent), st.level, st.note, depth))
@@ -189,7 +195,8 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
     arrays = tuple(sorted({a.array for a in accesses}))
     gang_traffic = _gang_traffic(s, kernel, accesses, bufs)
     facts = size_facts(s.dnf.program.constraints, resolve(s.dnf.program, s.fixed))
-    traffic, scratch = _kernel_bytes(accesses, bufs, lambda a: dict(a.extents), lambda a: dict(a.starts), facts)
+    traffic, scratch = _kernel_bytes(accesses, bufs, lambda a: dict(a.extents), lambda a: dict(a.starts), facts,
+                                     lambda a: a.index == a.logical and id(a) not in loose)
     return KernelCounts(kernel.name, kernel.comment, tuple(loops), tuple(accesses), arrays, sp.expand(flops),
                         sp.expand(traffic), sp.expand(scratch), gang_traffic)
 
@@ -227,7 +234,7 @@ def _gang_traffic(s: Schedule, kernel, accesses: list, bufs: dict) -> sp.Expr:
     return sp.expand(iters * _kernel_bytes(accesses, bufs, per_gang)[0])
 
 
-def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None, facts: tuple = ()) -> tuple:
+def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None, facts: tuple = (), boxed=None) -> tuple:
     """(DRAM bytes, of which scratch): per buffer and direction the elements its accesses
     touch over `extents(access)`: with `starts(access)` (where guards begin the variables)
     the union of their footprints (index.union_footprint), at most the buffer as the size
@@ -244,10 +251,11 @@ def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None, facts: tuple
                 if starts is None:
                     fp = max((footprint(a.logical, buf.shape, extents(a)) for a in accs), key=size_key)
                 else:
-                    # a box is the rows read where the index is the logical one, not through a
-                    # token the kernel picks (a packed pass's t0 over the sinks and the window)
+                    # a box is the elements read where the index is the logical one (not a token the
+                    # kernel picks: a packed pass's t0 over the sinks and the window) and no guard
+                    # that does not narrow the loop stands over the read (`boxed`)
                     fp = union_footprint([(a.logical, extents(a), starts(a)) for a in accs], buf.shape,
-                                         boxes_exact=all(a.index == a.logical for a in accs), facts=facts)
+                                         boxes_exact=boxed is not None and all(boxed(a) for a in accs), facts=facts)
                 # a count over integer data (Σ_{b<B} ⟨b⟩ψlens rows) is not compared with the buffer:
                 # which is smaller depends on the data (the model's guess of 64 per size cannot say)
                 if has_data(fp):

@@ -3,6 +3,7 @@ adjacent lanes, footprints (distinct elements a ψ-selection touches over a loop
 the minimum reads of a DNF, and the rows an update leaves unchanged.  sympy only."""
 from __future__ import annotations
 
+import functools
 import itertools
 
 import sympy as sp
@@ -221,12 +222,19 @@ def union_footprint(accesses: list, shape: tuple, boxes_exact: bool = True, fact
         total = _overlapping(distinct, facts) if boxes_exact else None
         if total is None:
             return largest
+        size = sp.Mul(*shape) if shape else sp.Integer(1)
+        if nonnegative_given(size - total, facts):
+            return total
+        # the union against the array, exactly: comparing them at sizes of 64 (size_key) took
+        # the whole array for two reads of L at offsets 1 and n − L
+        return size if nonnegative_given(total - size, facts) else sp.Min(total, size)
     size = sp.Mul(*shape) if shape else sp.Integer(1)
     over = sp.expand(total - size)
     return size if _nonnegative(over) else total
 
 
-OVERLAP_BOXES = 5       # inclusion–exclusion over at most this many boxes (2^5 − 1 intersections)
+OVERLAP_BOXES = 3       # inclusion–exclusion over at most this many boxes (2^3 − 1 intersections): with
+                        # four, deciding the signs of the intersections took minutes (front.core._bounded)
 
 
 def _overlapping(boxes: list, facts: tuple):
@@ -259,12 +267,26 @@ def lo_hi_length(lo, hi, facts: tuple = ()) -> sp.Expr:
     return sp.Max(0, d)
 
 
-def nonnegative_given(e, facts: tuple = ()) -> bool:
+@functools.lru_cache(maxsize=4096)
+def nonnegative_given(e, facts: tuple = (), depth: int = 0) -> bool:
     """e ≥ 0 for all sizes that satisfy the facts (each f ≥ 0, `size_facts`): provably, or
-    e = c·(f + r) with c a product of sizes and r ≥ 0 provably (dk·(40 − n) ≥ 0 by n + 1 ≤ 40)."""
+    e = c·(f + r) with c a product of sizes and r ≥ 0 provably (dk·(40 − n) ≥ 0 by n + 1 ≤ 40),
+    or through a min or max M that e holds linearly, as front.core._bounded does without
+    the facts: e with M replaced by each of its arguments (N − max(m, n) ≥ 0 by n ≤ N and
+    m ≤ N), or by one of them where M bounds e from below."""
     e = sp.expand(e)
     if _nonnegative(e) or _provably_le(0, e):
         return True
+    if facts and depth < 2:
+        ms = [m for m in e.atoms(sp.Min, sp.Max) if not any(m in x.args for x in e.atoms(sp.Min, sp.Max))]
+        for m in ms:
+            c = e.coeff(m)
+            if not c.is_number or c == 0 or sp.expand(e - c * m).has(m):
+                continue
+            cases = (nonnegative_given(e.xreplace({m: a}), facts, depth + 1) for a in m.args)
+            below = (c > 0) == isinstance(m, sp.Max)       # c·M ≥ c·a for every argument a
+            if any(cases) if below else all(cases):
+                return True
     core = sp.factor_terms(e)
     if isinstance(core, sp.Mul):            # the sizes and positive numbers it is a multiple of
         kept = [x for x in core.args if not (x.is_positive or (x.is_Symbol and x.is_nonnegative))]
@@ -314,14 +336,20 @@ def needed_reads(d: DNF, subs: dict) -> dict:
             case DSelect(cond=c, then=t, other=o):
                 data((c,), ext, lo)
                 c = replace_sizes(c, subs)
-                if isinstance(c, sp.StrictLessThan) and c.lhs in ext:
-                    then, other = narrowed(c, ext, lo)
+                v = guard_var(c, ext)
+                if c is sp.true or c is sp.false:        # a size fixed at 0: i < 0 (one branch runs)
+                    walk(t if c is sp.true else o, ext, lo)
+                elif v is not None:
+                    then, other = narrowed(sp.StrictLessThan(v, sp.expand(c.rhs - c.lhs + v)), ext, lo)
                     walk(t, *then)
                     walk(o, *other)
-                else:
+                else:                                   # the branches' reads are not boxes of what they read
+                    before = {a: len(x) for a, x in found.items()}
                     walk(t, ext, lo)
                     walk(o, ext, lo)
+                    loose.update(a for a, x in found.items() if len(x) > before.get(a, 0))
 
+    loose: set = set()
     for st in d.stmts:
         body, starts = narrow_update(st, st.body)
         ext = {v: replace_sizes(n - starts.get(v, 0), subs) for v, n in zip(st.vars, st.shape)}
@@ -329,7 +357,7 @@ def needed_reads(d: DNF, subs: dict) -> dict:
         data(st.at, ext, lo)                    # a scatter's index read from data
         walk(body, ext, lo)
     facts = size_facts(d.program.constraints, subs)
-    return {a: union_footprint(accs, shapes[a], facts=facts) for a, accs in found.items()}
+    return {a: union_footprint(accs, shapes[a], boxes_exact=a not in loose, facts=facts) for a, accs in found.items()}
 
 
 def data_terms(exprs) -> list:
@@ -342,6 +370,21 @@ def data_terms(exprs) -> list:
                 seen.add(r)
                 out.append(r)
     return out
+
+
+def guard_var(cond, ext: dict):
+    """The loop variable v of a guard v < a (a free of v), or v + c < a with c free of the
+    loops' variables (the second piece of a catenation, i − n < m), which narrows v's range
+    to v < a − c; else None."""
+    if not isinstance(cond, sp.StrictLessThan):
+        return None
+    if cond.lhs in ext:                     # v < a, a what it may be (⟨b⟩ψlens)
+        return cond.lhs
+    lhs = sp.expand(cond.lhs)
+    vs = [v for v in lhs.free_symbols if v in ext]
+    if len(vs) != 1 or sp.expand(lhs - vs[0]).free_symbols & set(ext) or vs[0] in cond.rhs.free_symbols:
+        return None
+    return vs[0]
 
 
 def narrowed(cond, ext: dict, lo: dict) -> tuple:
