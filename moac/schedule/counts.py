@@ -21,7 +21,7 @@ from ..dtypes import BYTES as DTYPE_BYTES
 from ..front.core import source_ops
 from ..front.data import bounds, has_data
 from ..front.sizes import resolve
-from .index import (data_terms, footprint, gamma, gamma_text, guard_var, internal, lane_diff, narrow_update, narrowed,
+from .index import (data_terms, footprint, gamma, gamma_text, guard_branches, internal, lane_diff, narrow_update,
                     needed_reads, nonnegative_given, size_facts, size_key, union_footprint, verdict)
 from .ir import (Guard, LastGang, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, TensorTile, Unpack,
                  expr_reads, Prefetch)
@@ -104,7 +104,9 @@ def _expr_flops(e) -> sp.Expr:
     return sp.Integer(0)
 
 
-def count_kernel(s: Schedule, kernel) -> KernelCounts:
+def count_kernel(s: Schedule, kernel, facts: tuple = ()) -> KernelCounts:
+    """A kernel's loops, accesses, flops and bytes; `facts` what the program's size
+    conditions say (index.size_facts)."""
     bufs = {b.name: b for b in s.buffers}
     accesses, loops = [], []
     loose: set = set()          # ids of the accesses under a guard that does not narrow their loop
@@ -161,16 +163,11 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
                     access(st, True, lanes, ext, lo)
                 case Guard(cond=c, then=t, other=o):
                     data((c,), ext, lo)
-                    c = sp.sympify(c)
-                    v = guard_var(c, ext)
-                    if c is sp.true or c is sp.false:        # a size fixed at 0: i < 0 (one branch runs)
-                        total += walk(t if c is sp.true else o, lanes, ext, lo, depth)
-                    elif v is not None:
-                        then, other = narrowed(sp.StrictLessThan(v, sp.expand(c.rhs - c.lhs + v)), ext, lo)
-                        total += walk(t, lanes, *then, depth) + walk(o, lanes, *other, depth)
-                    else:                                   # the branches' reads are not boxes of what they read
-                        first = len(accesses)
-                        total += walk(t, lanes, ext, lo, depth) + walk(o, lanes, ext, lo, depth)
+                    runs, boxes = guard_branches(sp.sympify(c), ext, lo)
+                    first = len(accesses)
+                    for k, ext2, lo2 in runs:
+                        total += walk((t, o)[k], lanes, ext2, lo2, depth)
+                    if not boxes:
                         loose.update(id(a) for a in accesses[first:])
                 case Loop():
                     data((st.extent, st.start), ext, lo)
@@ -194,7 +191,6 @@ def count_kernel(s: Schedule, kernel) -> KernelCounts:
     flops = walk(kernel.body, None, dict(kernel.domain), {}, 0)
     arrays = tuple(sorted({a.array for a in accesses}))
     gang_traffic = _gang_traffic(s, kernel, accesses, bufs)
-    facts = size_facts(s.dnf.program.constraints, resolve(s.dnf.program, s.fixed))
     traffic, scratch = _kernel_bytes(accesses, bufs, lambda a: dict(a.extents), lambda a: dict(a.starts), facts,
                                      lambda a: a.index == a.logical and id(a) not in loose)
     return KernelCounts(kernel.name, kernel.comment, tuple(loops), tuple(accesses), arrays, sp.expand(flops),
@@ -306,7 +302,8 @@ def minimum(s: Schedule) -> sp.Expr:
 
 
 def count(s: Schedule) -> Counts:
-    ks = tuple(count_kernel(s, k) for k in s.kernels)
+    facts = size_facts(s.dnf.program.constraints, resolve(s.dnf.program, s.fixed))
+    ks = tuple(count_kernel(s, k, facts) for k in s.kernels)
     traffic = sp.expand(sum((k.traffic for k in ks), sp.Integer(0)))
     flops = sp.expand(sum((k.flops for k in ks), sp.Integer(0)))
     gangs = sp.expand(sum((k.gang_traffic for k in ks), sp.Integer(0)))

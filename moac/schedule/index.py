@@ -216,19 +216,18 @@ def union_footprint(accesses: list, shape: tuple, boxes_exact: bool = True, fact
         return _sum_dependent(idx, [hi - lo for lo, hi in b], ext)
     apart = all(any(_provably_le(x[1], y[0]) or _provably_le(y[1], x[0]) for x, y in zip(b, c))
                 for k, b in enumerate(distinct) for c in distinct[k + 1:])
+    size = sp.Mul(*shape) if shape else sp.Integer(1)
     if apart:
         total = sp.expand(sum((volume(b) for b in distinct), sp.Integer(0)))
     else:
         total = _overlapping(distinct, facts) if boxes_exact else None
         if total is None:
             return largest
-        size = sp.Mul(*shape) if shape else sp.Integer(1)
         if nonnegative_given(size - total, facts):
             return total
         # the union against the array, exactly: comparing them at sizes of 64 (size_key) took
         # the whole array for two reads of L at offsets 1 and n − L
         return size if nonnegative_given(total - size, facts) else sp.Min(total, size)
-    size = sp.Mul(*shape) if shape else sp.Integer(1)
     over = sp.expand(total - size)
     return size if _nonnegative(over) else total
 
@@ -335,18 +334,11 @@ def needed_reads(d: DNF, subs: dict) -> dict:
                 walk(b, {**ext, v: replace_sizes(n, subs)}, {k: x for k, x in lo.items() if k != v})
             case DSelect(cond=c, then=t, other=o):
                 data((c,), ext, lo)
-                c = replace_sizes(c, subs)
-                v = guard_var(c, ext)
-                if c is sp.true or c is sp.false:        # a size fixed at 0: i < 0 (one branch runs)
-                    walk(t if c is sp.true else o, ext, lo)
-                elif v is not None:
-                    then, other = narrowed(sp.StrictLessThan(v, sp.expand(c.rhs - c.lhs + v)), ext, lo)
-                    walk(t, *then)
-                    walk(o, *other)
-                else:                                   # the branches' reads are not boxes of what they read
-                    before = {a: len(x) for a, x in found.items()}
-                    walk(t, ext, lo)
-                    walk(o, ext, lo)
+                runs, boxes = guard_branches(replace_sizes(c, subs), ext, lo)
+                before = {} if boxes else {a: len(x) for a, x in found.items()}
+                for k, ext2, lo2 in runs:
+                    walk((t, o)[k], ext2, lo2)
+                if not boxes:
                     loose.update(a for a, x in found.items() if len(x) > before.get(a, 0))
 
     loose: set = set()
@@ -372,7 +364,7 @@ def data_terms(exprs) -> list:
     return out
 
 
-def guard_var(cond, ext: dict):
+def _guard_var(cond, ext: dict):
     """The loop variable v of a guard v < a (a free of v), or v + c < a with c free of the
     loops' variables (the second piece of a catenation, i − n < m), which narrows v's range
     to v < a − c; else None."""
@@ -385,6 +377,22 @@ def guard_var(cond, ext: dict):
     if len(vs) != 1 or sp.expand(lhs - vs[0]).free_symbols & set(ext) or vs[0] in cond.rhs.free_symbols:
         return None
     return vs[0]
+
+
+def guard_branches(cond, ext: dict, lo: dict) -> tuple:
+    """((branch, extents, starts), ...), boxes: the branches of a guard `cond` that run
+    (0 then, 1 else) and the loop ranges their reads run over, and whether those ranges are
+    what the reads touch.  A constant guard runs one branch (a size fixed at 0 makes i < s
+    sympy's false); a guard on one loop variable (`_guard_var`) splits its range
+    (`narrowed`); any other runs both over the whole loops, and their reads are not boxes of
+    what they read."""
+    if cond is sp.true or cond is sp.false:
+        return ((0 if cond is sp.true else 1, ext, lo),), True
+    v = _guard_var(cond, ext)
+    if v is None:
+        return ((0, ext, lo), (1, ext, lo)), False
+    then, other = narrowed(sp.StrictLessThan(v, sp.expand(cond.rhs - cond.lhs + v)), ext, lo)
+    return ((0, *then), (1, *other)), True
 
 
 def narrowed(cond, ext: dict, lo: dict) -> tuple:
