@@ -13,18 +13,26 @@ difference of its output from the first variant's on the same seeded inputs (flo
 errors: bench/gpu_run.py).  A case may name an SDPA shape, "sdpa": [B, hq, hkv, n, d]: then
 PyTorch's scaled_dot_product_attention in bf16 on that shape is timed in the same rounds
 (kernel time, all its kernels) and each variant's median is also given as a ratio to it.
-CUDA bundles only (an OpenACC bundle must be loaded before torch)."""
-import json, statistics, sys
+CUDA bundles only (an OpenACC bundle must be loaded before torch).
+
+Two further columns, by the environment: COLD=1 times every variant and SDPA also with the
+L2 cache evicted before each call (moac.gpu.run.l2_flush; `kernel_cold_*`), which is how a
+serving loop meets a layer's K and V; COPY=1 times the first variant also on copies of the
+inputs made after everything else of the case is allocated (variant `<first>@copy`), to
+tell the kernel from where its inputs happen to lie."""
+import json, os, statistics, sys
 from pathlib import Path
 
 import gpu_runtime  # noqa: F401  (puts the repository's moac on sys.path)
 from moac.gpu import load_bundle
-from moac.gpu.run import random_inputs, kernel_time
+from moac.gpu.run import random_inputs, kernel_time, l2_flush
 import torch
 
 def main():
     spec = json.loads(Path(sys.argv[1]).read_text())
     rounds, reps = int(sys.argv[3]), int(sys.argv[4])
+    cold = l2_flush(torch) if os.environ.get("COLD") == "1" else None
+    copy = os.environ.get("COPY") == "1"
     allres = {}
     for case in spec:
         sizes = case["sizes"]
@@ -43,19 +51,37 @@ def main():
                     L()
             g.replay(); torch.cuda.synchronize()
             launches.append((v, k, L)); graphs.append(g)
-        res = {v: {"kernel_us": [], "graph_us": []} for v, _ in case["variants"]}
+        variants = list(case["variants"])
         sdpa = None
         if case.get("sdpa"):
             B, hq, hkv, n, d = case["sdpa"]
             q = torch.randn(B, hq, 1, d, device="cuda", dtype=torch.bfloat16)
             kv = [torch.randn(B, hkv, n, d, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
             sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(q, *kv, enable_gqa=hq != hkv)  # noqa: E731
-            res["sdpa_bf16"] = {"kernel_us": []}
+        if copy:             # the first variant again, on inputs allocated last
+            v0, k0 = ks[0]
+            _, o = random_inputs(k0, sizes, torch, 0)
+            L = k0.prepare(out=o, **{n: t.clone() for n, t in inputs.items()}, **sizes)
+            L(); torch.cuda.synchronize()
+            outs.append(next(iter(o.values())).clone())
+            g = torch.cuda.CUDAGraph(); side = torch.cuda.Stream(); side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                L(); torch.cuda.synchronize()
+                with torch.cuda.graph(g, stream=side):
+                    L()
+            launches.append((v0 + "@copy", k0, L)); graphs.append(g); variants.append([v0 + "@copy", None])
+        res = {v: {"kernel_us": [], "graph_us": [], "kernel_cold_us": []} for v, _ in variants}
+        if sdpa is not None:
+            res["sdpa_bf16"] = {"kernel_us": [], "kernel_cold_us": []}
         for r in range(rounds):
             if sdpa is not None:
                 res["sdpa_bf16"]["kernel_us"].append(kernel_time(sdpa, lambda name: True, torch, reps) * 1e6)
+                if cold is not None:
+                    res["sdpa_bf16"]["kernel_cold_us"].append(kernel_time(sdpa, lambda name: True, torch, reps, flush=cold) * 1e6)
             for (v, k, L), g in zip(launches, graphs):
                 res[v]["kernel_us"].append(kernel_time(L, lambda name: k.manifest.function in name, torch, reps) * 1e6)
+                if cold is not None:
+                    res[v]["kernel_cold_us"].append(kernel_time(L, lambda name: k.manifest.function in name, torch, reps, flush=cold) * 1e6)
                 e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 for _ in range(3): g.replay()
                 e0.record()
@@ -63,19 +89,30 @@ def main():
                 e1.record(); e1.synchronize()
                 res[v]["graph_us"].append(e0.elapsed_time(e1) * 1e3 / reps)
         print(case["name"], sizes)
-        for i, (v, _) in enumerate(case["variants"]):
+        for i, (v, _) in enumerate(variants):
             d = (outs[i].double() - outs[0].double()).abs().max().item()
             x = res[v]
             x.update(kernel_med=statistics.median(x["kernel_us"]), kernel_min=min(x["kernel_us"]),
                      graph_med=statistics.median(x["graph_us"]), diff_vs_first=d)
+            cold_line = ""
+            if cold is not None:
+                x.update(kernel_cold_med=statistics.median(x["kernel_cold_us"]), kernel_cold_min=min(x["kernel_cold_us"]))
+                cold_line = f"  cold L2 {x['kernel_cold_med']:7.1f} µs"
             if sdpa is not None:
                 x["vs_sdpa_bf16"] = x["kernel_med"] / statistics.median(res["sdpa_bf16"]["kernel_us"])
-            print(f"  {v:12} kernel median {x['kernel_med']:7.1f} µs  min {x['kernel_min']:7.1f}  graph-replay median {x['graph_med']:7.1f} µs  max|Δ| vs {case['variants'][0][0]} {d:.1e}"
-                  + (f"  / SDPA bf16 {x['vs_sdpa_bf16']:.3f}" if sdpa is not None else ""), flush=True)
+                if cold is not None:
+                    x["cold_vs_sdpa_bf16"] = x["kernel_cold_med"] / statistics.median(res["sdpa_bf16"]["kernel_cold_us"])
+                    cold_line += f" ({x['cold_vs_sdpa_bf16']:.3f} of SDPA's)"
+            print(f"  {v:12} kernel median {x['kernel_med']:7.1f} µs  min {x['kernel_min']:7.1f}  graph-replay median {x['graph_med']:7.1f} µs  max|Δ| vs {variants[0][0]} {d:.1e}"
+                  + (f"  / SDPA bf16 {x['vs_sdpa_bf16']:.3f}" if sdpa is not None else "") + cold_line, flush=True)
         if sdpa is not None:
             x = res["sdpa_bf16"]
             x.update(kernel_med=statistics.median(x["kernel_us"]), kernel_min=min(x["kernel_us"]))
-            print(f"  {'sdpa_bf16':12} kernel median {x['kernel_med']:7.1f} µs  min {x['kernel_min']:7.1f}", flush=True)
+            cold_line = ""
+            if cold is not None:
+                x.update(kernel_cold_med=statistics.median(x["kernel_cold_us"]), kernel_cold_min=min(x["kernel_cold_us"]))
+                cold_line = f"  cold L2 {x['kernel_cold_med']:7.1f} µs"
+            print(f"  {'sdpa_bf16':12} kernel median {x['kernel_med']:7.1f} µs  min {x['kernel_min']:7.1f}" + cold_line, flush=True)
         allres[case["name"]] = dict(sizes=sizes, results=res)
     Path(sys.argv[2]).write_text(json.dumps(allres, indent=1) + "\n")
 

@@ -355,13 +355,21 @@ def test_the_call_path_end_to_end_on_libgomps_host_fallback(bundles):
         mine = torch.full((12, 8), float("nan"))
         r = k(out={{"out": mine}}, Q=Q, K=K, V=V)
         print(r["out"] is mine, torch.equal(mine, out), k.prepare(Q=Q, K=K, V=V).sizes)
+        import gc, weakref
+        Q2, K2, V2 = (x.clone() for x in (Q, K, V))
+        L = k.prepare(Q=Q2, K=K2, V=V2)
+        held = [weakref.ref(x) for x in (Q2, K2, V2)]
+        del Q2, K2, V2
+        gc.collect()
+        print(all(w() is not None for w in held), torch.equal(L()["out"], out))
     """)
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    first, second = r.stdout.splitlines()
+    first, second, third = r.stdout.splitlines()
     shape, err = first.rsplit(" ", 1)
     assert shape == "(12, 8)" and float(err) < 1e-5
     assert second == "True True {'dk': 16, 'hkv': 4, 'n': 100, 'dv': 8, 'g': 3, 'hq': 12}"
+    assert third == "True True"          # a Launch holds its inputs: the caller's copies may go
 
 
 # ---------------------------------------------------------------- command lines

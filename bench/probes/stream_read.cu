@@ -6,6 +6,11 @@
  *   kind 1: cp.async.bulk of the step's STEP bytes of K and of V by lane 0, an mbarrier a stage
  *   kind 2: cp.async.bulk of each 256-byte row (a K or V row of d = 128 bf16) by the lanes in
  *           turn, an mbarrier a stage (rows that need not be contiguous, as a page table's)
+ *   kind 3: blocks of 4 warps that copy each step together (cp.async.cg, 16 bytes a thread, one
+ *           __syncthreads a step), each warp folding a quarter of it: STEP is the block's step
+ *   kind 4: blocks of 4 warps, each warp its own stages and steps w, w + 4, ... of the block's
+ *           slice (the tile kernels' pattern since 2026-12-03): STEP is a warp's step
+ *   kind 5: kind 4 with a __syncthreads after each step, so that the block's warps copy in step
  * Built: nvcc -O3 -arch=sm_90a -Xcompiler -fPIC -shared -o stream_read.so stream_read.cu
  * Run: bench/probes/stream_read.py. */
 #include <cstdint>
@@ -96,6 +101,73 @@ __global__ void __launch_bounds__(32) rd_bulk(const unsigned char *K, const unsi
     if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
 }
 
+/* kind 3: the block's 128 threads copy STEP bytes of K and of V a step into one shared stage */
+template <int STEP, int S>
+__global__ void __launch_bounds__(128) rd_block(const unsigned char *K, const unsigned char *V, long long slice,
+                                                unsigned *sink)
+{
+    extern __shared__ __align__(128) unsigned char st[];          /* S stages of 2·STEP bytes */
+    const int tid = threadIdx.x;
+    const unsigned char *k = K + blockIdx.x * slice, *v = V + blockIdx.x * slice;
+    const long long steps = slice / STEP;
+    auto issue = [&](long long i) {
+        unsigned char *d = st + (i % S) * 2 * STEP;
+#pragma unroll
+        for (int j = 0; j < STEP / 16 / 128; ++j) {
+            const int o = 16 * (tid + 128 * j);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(smem(d + o)), "l"(k + i * STEP + o) : "memory");
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(smem(d + STEP + o)), "l"(v + i * STEP + o) : "memory");
+        }
+    };
+    unsigned acc = 0;
+    for (int s = 0; s < S - 1; ++s) { if (s < steps) issue(s); asm volatile("cp.async.commit_group;" ::: "memory"); }
+    for (long long i = 0; i < steps; ++i) {
+        asm volatile("cp.async.wait_group %0;" :: "n"(S - 2) : "memory");
+        __syncthreads();            /* step i landed for every thread; step i - 1 folded by every warp */
+        if (i + S - 1 < steps) issue(i + S - 1);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        const uint4 *d = reinterpret_cast<const uint4 *>(st + (i % S) * 2 * STEP);
+#pragma unroll
+        for (int j = 0; j < 2 * STEP / 16 / 128; ++j) { const uint4 w = d[tid + 128 * j]; acc ^= w.x ^ w.y ^ w.z ^ w.w; }
+    }
+    if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
+}
+
+/* kind 4: 4 warps a block, each with its own S stages of STEP bytes of K and of V, taking the
+ * block's steps w, w + 4, ... */
+template <int STEP, int S, bool SYNC>
+__global__ void __launch_bounds__(128) rd_warps(const unsigned char *K, const unsigned char *V, long long slice,
+                                                unsigned *sink)
+{
+    extern __shared__ __align__(128) unsigned char st_all[];
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+    unsigned char *st = st_all + w * S * 2 * STEP;
+    const unsigned char *k = K + blockIdx.x * slice, *v = V + blockIdx.x * slice;
+    const long long steps = slice / STEP;
+    auto issue = [&](long long i) {            /* the block's step i, i % 4 == w */
+        unsigned char *d = st + ((i / 4) % S) * 2 * STEP;
+#pragma unroll
+        for (int j = 0; j < STEP / 16 / 32; ++j) {
+            const int o = 16 * (lane + 32 * j);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(smem(d + o)), "l"(k + i * STEP + o) : "memory");
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(smem(d + STEP + o)), "l"(v + i * STEP + o) : "memory");
+        }
+    };
+    unsigned acc = 0;
+    for (int s = 0; s < S - 1; ++s) { const long long i = w + 4 * s; if (i < steps) issue(i); asm volatile("cp.async.commit_group;" ::: "memory"); }
+    for (long long i = w; i < steps; i += 4) {
+        if (i + 4 * (S - 1) < steps) issue(i + 4 * (S - 1));
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        asm volatile("cp.async.wait_group %0;" :: "n"(S - 1) : "memory");
+        __syncwarp();
+        const uint4 *d = reinterpret_cast<const uint4 *>(st + ((i / 4) % S) * 2 * STEP);
+#pragma unroll
+        for (int j = 0; j < 2 * STEP / 16 / 32; ++j) { const uint4 x = d[lane + 32 * j]; acc ^= x.x ^ x.y ^ x.z ^ x.w; }
+        if (SYNC) __syncthreads(); else __syncwarp();      /* SYNC: the block's warps in step */
+    }
+    if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
+}
+
 template <int STEP, int S>
 static int go(int kind, const void *K, const void *V, long long bytes, int blocks, unsigned *sink, cudaStream_t st)
 {
@@ -107,6 +179,15 @@ static int go(int kind, const void *K, const void *V, long long bytes, int block
     } else if (kind == 1) {
         cudaFuncSetAttribute(rd_bulk<STEP, S, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
         rd_bulk<STEP, S, false><<<blocks, 32, sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
+    } else if (kind == 3) {
+        cudaFuncSetAttribute(rd_block<STEP, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+        rd_block<STEP, S><<<blocks, 128, sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
+    } else if (kind == 4) {
+        cudaFuncSetAttribute(rd_warps<STEP, S, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(4 * sm));
+        rd_warps<STEP, S, false><<<blocks, 128, 4 * sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
+    } else if (kind == 5) {
+        cudaFuncSetAttribute(rd_warps<STEP, S, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(4 * sm));
+        rd_warps<STEP, S, true><<<blocks, 128, 4 * sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
     } else {
         cudaFuncSetAttribute(rd_bulk<STEP, S, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
         rd_bulk<STEP, S, true><<<blocks, 32, sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
@@ -121,6 +202,7 @@ extern "C" int stream_read(int kind, int step, int stages, const void *K, const 
     cudaStream_t st = (cudaStream_t)stream;
 #define CASE(P, Q) if (step == P && stages == Q) return go<P, Q>(kind, K, V, bytes, blocks, sink, st);
     CASE(4096, 2) CASE(4096, 3) CASE(4096, 4) CASE(8192, 2) CASE(8192, 3) CASE(16384, 2) CASE(16384, 3)
+    CASE(16384, 4) CASE(32768, 2) CASE(32768, 3) CASE(4096, 6)
 #undef CASE
     return -1;
 }

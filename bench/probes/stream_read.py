@@ -27,7 +27,14 @@ FIRST = [(0, 4096, 2, 1024), (0, 4096, 3, 1024), (0, 8192, 2, 1024), (0, 4096, 2
          (1, 16384, 2, 1024), (1, 16384, 3, 512), (1, 16384, 2, 256)]
 SECOND = [(0, 4096, 2, 1024), (0, 16384, 2, 256), (0, 16384, 3, 256), (0, 8192, 3, 512), (1, 16384, 2, 256),
           (2, 16384, 2, 256), (2, 16384, 3, 256), (2, 8192, 3, 512), (2, 4096, 2, 1024), (2, 4096, 3, 1024)]
-VARIANTS = SECOND if os.environ.get("VARIANTS") == "second" else FIRST
+# third (2026-12-05): blocks of 4 warps, the tile kernels' per-warp stages (kind 4; kind 5 with the
+# warps in step) against one stage of the block copied together (kind 3), beside the one-warp 16 KB streams of the second
+THIRD = [(4, 4096, 3, 256), (5, 4096, 3, 256), (3, 16384, 3, 256), (3, 16384, 2, 256), (3, 16384, 4, 256), (3, 32768, 2, 256),
+         (0, 16384, 3, 256), (4, 4096, 3, 512), (3, 16384, 3, 512)]
+# fourth: one block a multiprocessor (128 KB of stages or more) against two (96 KB)
+FOURTH = [(4, 4096, 3, 256), (4, 4096, 4, 256), (4, 4096, 6, 256), (3, 16384, 3, 256), (3, 16384, 4, 256),
+          (3, 32768, 2, 256), (3, 32768, 3, 256), (3, 16384, 4, 128), (3, 32768, 2, 128)]
+VARIANTS = {"second": SECOND, "third": THIRD, "fourth": FOURTH}.get(os.environ.get("VARIANTS", ""), FIRST)
 
 
 def launcher(kind, step, stages, blocks):
@@ -38,7 +45,7 @@ def launcher(kind, step, stages, blocks):
     return f
 
 
-fns = {f"{('cpasync', 'bulk', 'bulk rows')[k]} step {s} stages {S} blocks {b}": launcher(k, s, S, b) for k, s, S, b in VARIANTS}
+fns = {f"{('cpasync', 'bulk', 'bulk rows', 'block cpasync', 'warps cpasync', 'warps in step')[k]} step {s} stages {S} blocks {b}": launcher(k, s, S, b) for k, s, S, b in VARIANTS}
 fns["sdpa_bf16"] = lambda: torch.nn.functional.scaled_dot_product_attention(q, K, V, enable_gqa=True)
 res = {k: [] for k in fns}
 for _ in range(rounds):

@@ -213,7 +213,7 @@ class DeviceKernel:
             return None                                      # prepare's Launch reports it
         if m.data_checks:
             self.check_data(tensors, sizes)
-        return Launch(self, torch, device, args, ws_bytes, results, (), sizes)()
+        return Launch(self, torch, device, args, ws_bytes, results, (), sizes, arrays)()
 
     def prepare(self, out: dict | None = None, **tensors) -> "Launch":
         """Check the arguments, bind the sizes and allocate the outputs once; the Launch
@@ -288,7 +288,7 @@ class DeviceKernel:
         args = [sizes[p["name"]] if p["kind"] == "size" else bound[p["name"]].data_ptr() for p in m.params]
         results = {**outs, **{u: arrays[u] for u in m.updated}}
         misaligned = tuple(n for n, t in arrays.items() if t.data_ptr() % 8)
-        return Launch(self, torch, device, args, ws_bytes, results, misaligned, sizes)
+        return Launch(self, torch, device, args, ws_bytes, results, misaligned, sizes, arrays)
 
     def check_data(self, tensors: dict, sizes: dict) -> None:
         """The program's conditions on its integer inputs (every lens[b] ≤ N, every page
@@ -374,13 +374,16 @@ def primary_cuda_context(ordinal: int) -> int | None:
 
 class Launch:
     """A prepared call of a DeviceKernel: calling it runs the device entry on the tensors
-    it was prepared with and returns the outputs (the same tensors each time)."""
+    it was prepared with and returns the outputs (the same tensors each time).  It holds
+    those tensors, inputs and outputs, so that the addresses it passes stay theirs for as
+    long as it lives, whatever the caller keeps."""
 
-    __slots__ = ("kernel", "torch", "device", "args", "ws_bytes", "results", "misaligned", "sizes")
+    __slots__ = ("kernel", "torch", "device", "args", "ws_bytes", "results", "misaligned", "sizes", "inputs")
 
-    def __init__(self, kernel, torch, device, args, ws_bytes, results, misaligned, sizes):
+    def __init__(self, kernel, torch, device, args, ws_bytes, results, misaligned, sizes, inputs):
         self.kernel, self.torch, self.device, self.args = kernel, torch, device, args
         self.ws_bytes, self.results, self.misaligned, self.sizes = ws_bytes, results, misaligned, sizes
+        self.inputs = dict(inputs)
 
     def __call__(self) -> dict:
         k, torch, dev = self.kernel, self.torch, self.device

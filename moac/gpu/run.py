@@ -134,19 +134,38 @@ def wall(f, torch, reps: int) -> float:
     return statistics.median(ts)
 
 
-def kernel_time(f, match, torch, reps: int, parts: dict | None = None) -> float:
-    """Seconds of GPU kernel time per f() whose kernel names `match`, from the profiler."""
+def l2_flush(torch):
+    """A callable that evicts the GPU's L2 cache by reading a buffer of twice its size (a
+    read, so that no dirty lines are left for the timed call to write back), for timing
+    calls on cold caches: the decode step of a serving loop reads each layer's K and V once
+    between the other layers' reads, so none of them is in L2 when it comes back."""
+    size = 2 * max(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0), 64 << 20)
+    buf = torch.zeros(size // 4, dtype=torch.int32, device="cuda")
+    return lambda: buf.sum()
+
+
+def kernel_time(f, match, torch, reps: int, parts: dict | None = None, flush=None) -> float:
+    """Seconds of GPU kernel time per f() whose kernel names `match`, from the profiler.
+    With `flush` (l2_flush), it runs before every call and its kernels are not counted."""
     from torch.profiler import ProfilerActivity, profile
+    skip = set()
+    if flush is not None:            # the flush's own kernel names, to leave out
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            flush()
+            torch.cuda.synchronize()
+        skip = {ev.key for ev in prof.key_averages() if ev.device_type is not None and "CUDA" in str(ev.device_type)}
     for _ in range(3):
         f()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(reps):
+            if flush is not None:
+                flush()
             f()
         torch.cuda.synchronize()
     total = 0.0
     for ev in prof.key_averages():
-        if ev.device_type is not None and "CUDA" in str(ev.device_type) and match(ev.key):
+        if ev.device_type is not None and "CUDA" in str(ev.device_type) and match(ev.key) and ev.key not in skip:
             t = ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
             total += t
             if parts is not None:
