@@ -19,7 +19,10 @@ Two further columns, by the environment: COLD=1 times every variant and SDPA als
 L2 cache evicted before each call (moac.gpu.run.l2_flush; `kernel_cold_*`), which is how a
 serving loop meets a layer's K and V; COPY=1 times the first variant also on copies of the
 inputs made after everything else of the case is allocated (variant `<first>@copy`), to
-tell the kernel from where its inputs happen to lie."""
+tell the kernel from where its inputs happen to lie.  SEPARATE=1 gives every variant inputs
+of its own (the same values): variants that share inputs time each other's L2 leftovers
+where K and V fit in L2 (a variant whose copies evict first then looks as fast as the one
+before it)."""
 import json, os, statistics, sys
 from pathlib import Path
 
@@ -33,6 +36,7 @@ def main():
     rounds, reps = int(sys.argv[3]), int(sys.argv[4])
     cold = l2_flush(torch) if os.environ.get("COLD") == "1" else None
     copy = os.environ.get("COPY") == "1"
+    separate = os.environ.get("SEPARATE") == "1"
     allres = {}
     for case in spec:
         sizes = case["sizes"]
@@ -40,8 +44,8 @@ def main():
         inputs, _ = random_inputs(ks[0][1], sizes, torch, 0)
         launches, outs, graphs = [], [], []
         for v, k in ks:
-            _, o = random_inputs(k, sizes, torch, 0)
-            L = k.prepare(out=o, **inputs, **sizes)
+            own, o = random_inputs(k, sizes, torch, 0)
+            L = k.prepare(out=o, **(own if separate else inputs), **sizes)
             L(); torch.cuda.synchronize()
             outs.append(next(iter(o.values())).clone())
             g = torch.cuda.CUDAGraph(); side = torch.cuda.Stream(); side.wait_stream(torch.cuda.current_stream())

@@ -199,7 +199,7 @@ def test_a_warp_keeps_two_steps_on_their_way_in_shared_stages(dk, dv, storage, m
     assert lines.count("moac_cp_commit();") == (S - 1) + S and lines.count(f"moac_cp_wait<{S - 1}>();") == S
     for k in range(S):      # the loop unrolled S times: step k of the S reads stage k, copies into stage k − 1
         assert lines.count(f"moac_tile_read(moac_ta, moac_stage[{k}], moac_tr, moac_tc);") == 1
-        assert lines.count(f"moac_tile_copy<{dk}, {dv}, {st}, false>(moac_stage[{k}],") == (2 if k < S - 1 else 1)
+        assert lines.count(f"moac_tile_copy<{dk}, {dv}, {st}>(moac_stage[{k}],") == (2 if k < S - 1 else 1)
     # no token reads, no registers for them
     assert not any(ln.startswith("decltype(") for ln in lines)
 
@@ -400,20 +400,3 @@ def test_the_warps_of_a_one_gang_frame_share_out_its_columns_where_they_divide_a
     assert [tiles._shared_out(tile(128, w)) for w in (2, 4, 8, 16)] == [True, True, True, True]
     assert [tiles._shared_out(tile(64, w)) for w in (2, 4, 8, 16)] == [True, True, True, False]
     assert not tiles._shared_out(tile(128, 3)) and not tiles._shared_out(tile(256, 2))     # 16 blocks a warp: two 64-wide blocks
-
-
-@pytest.mark.parametrize("example, options, once", [("decode_gqa_batched", {}, True), ("decode_mha", {}, True),
-                                                    ("decode_gqa_batched", {"share_kv": False}, False)])
-def test_copies_of_rows_no_other_gang_reads_may_leave_l2_first(example, options, once):
-    # TensorTile.once: where every gang frame variable is an index component of K and of V, no
-    # two gangs read one row, and the copies carry an evict-first L2 policy (the fp8 step on the
-    # H200: 65.6 µs against 69.7, 2026-12-05); --no-share-kv gives g gangs one KV head's rows
-    # (K at ⌊h ÷ g⌋), which L2 may keep for the next
-    import moac
-    text = (ROOT / "examples" / f"{example}.moa").read_text(encoding="utf-8")
-    text = text.replace("input K : f32", "input K : bf16").replace("input V : f32", "input V : bf16")
-    sizes = {"dk": 128, "dv": 128, **({"hq": 32, "hkv": 8} if "gqa" in example else {})}
-    cu = moac.parse(text, f"{example}.moa").c_source(target="cuda", sizes=sizes, **options)
-    assert cu.count(f"moac_tile_copy<128, 128, 0, {'true' if once else 'false'}>(") >= 5     # 64- and 32-bit
-    assert cu.count(f"moac_tile_copy<128, 128, 0, {'false' if once else 'true'}>(") == 0
-    assert "createpolicy.fractional.L2::evict_first" in cu         # the helper, printed either way

@@ -191,7 +191,6 @@ class Tile:
     out: str = ""            # the output a frame of one gang stores from the tile where `direct` holds
     out_at: object = 0
     direct: object = None
-    once: bool = False       # every K and V row is this gang's alone (TensorTile.once): copies evict first
 
 
 # --------------------------------------------------------------------------- printer

@@ -364,14 +364,14 @@ class _Freezer:
         self.aligned16.update(mangle(a) for a in (st.q, st.k, st.v))
         if st.direct is not None:     # a frame of one gang's outputs (LastGang.direct: it skips such frames)
             self.helpers.add("moac_tile_out")
-        m, z, o = (mangle(p) for p in st.parts)             # once: K and V copies may leave L2 first
+        m, z, o = (mangle(p) for p in st.parts)
         return cir.Tile(st.shape, st.rows, st.dk, st.dv, mangle(st.q), mangle(st.k), mangle(st.v), (m, z, o),
                         freeze(st.q_at), freeze(st.k_at), freeze(st.v_at), freeze(st.start),
                         freeze(st.count), self.expr(st.score), var_name(st.row), var_name(st.tok_var),
                         freeze(st.m_at), freeze(st.z_at), freeze(st.o_at), st.storage,
                         None if st.weight is None else self.expr(st.weight),
                         None if st.blocks is None else tuple((freeze(b), k) for b, k in st.blocks), st.warps,
-                        *((mangle(st.out), freeze(st.out_at), freeze_cond(st.direct)) if st.direct is not None else ()), once=st.once)
+                        *((mangle(st.out), freeze(st.out_at), freeze_cond(st.direct)) if st.direct is not None else ()))
 
     def loop(self, lp: Loop, arrays: tuple, outermost_gang: bool):
         if lp.level == "gang":

@@ -81,22 +81,14 @@ template <int DK, int DV, int ST> struct moac_stage_geom {
     static constexpr int BYTES = 16 * (KW + VW) * (int)sizeof(W);
 };
 template <int R> static __device__ __forceinline__ int moac_swz(int x, int phi) { return x ^ (phi & ((R & -R) - 1)); }
-/* ONCE: no other gang reads the granule (TensorTile.once), so L2 may evict it first (on the H200 the
- * fp8 step took 65.6 µs so against 69.7, the bf16 ones the same, 2026-12-05) */
-template <bool ONCE> static __device__ __forceinline__ void moac_cp16(void *dst, const void *src)
+static __device__ __forceinline__ void moac_cp16(void *dst, const void *src)
 {
-    if (ONCE) {
-        uint64_t pol;
-        asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-        asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "l"(pol) : "memory");
-    } else {
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
-    }
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
 }
 static __device__ __forceinline__ void moac_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int N> static __device__ __forceinline__ void moac_cp_wait() { asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory"); }
 /* a step's 16 K and 16 V rows into a stage: krow(t), vrow(t) point at row t's first element */
-template <int DK, int DV, int ST, bool ONCE, typename KR, typename VR>
+template <int DK, int DV, int ST, typename KR, typename VR>
 static __device__ __forceinline__ void moac_tile_copy(unsigned char *stage, KR krow, VR vrow, int lane)
 {
     typedef moac_stage_geom<DK, DV, ST> G;
@@ -105,7 +97,7 @@ static __device__ __forceinline__ void moac_tile_copy(unsigned char *stage, KR k
     for (int i = 0; i < (16 * G::KG + 31) / 32; ++i) {
         const int g = lane + 32 * i, t = g / G::KG, p = g % G::KG;
         if (16 * G::KG % 32 == 0 || g < 16 * G::KG)
-            moac_cp16<ONCE>(stage + WS * (t * G::KW + moac_swz<G::KW>(WG * p, 4 * (t % (32 / WS)))),
+            moac_cp16(stage + WS * (t * G::KW + moac_swz<G::KW>(WG * p, 4 * (t % (32 / WS)))),
                       reinterpret_cast<const unsigned char *>(krow(t)) + 16 * p);
     }
     unsigned char *vs = stage + WS * 16 * G::KW;
@@ -113,7 +105,7 @@ static __device__ __forceinline__ void moac_tile_copy(unsigned char *stage, KR k
     for (int i = 0; i < (16 * G::VG + 31) / 32; ++i) {
         const int g = lane + 32 * i, t = g / G::VG, p = g % G::VG;
         if (16 * G::VG % 32 == 0 || g < 16 * G::VG)
-            moac_cp16<ONCE>(vs + WS * (t * G::VW + moac_swz<G::VW>(WG * p, (32 / WS) * ((t >> 1) & 3))),
+            moac_cp16(vs + WS * (t * G::VW + moac_swz<G::VW>(WG * p, (32 / WS) * ((t >> 1) & 3))),
                       reinterpret_cast<const unsigned char *>(vrow(t)) + 16 * p);
     }
 }

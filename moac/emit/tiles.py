@@ -250,7 +250,7 @@ def _staged(t: cir.Tile, S: int, itype: str, ctype: str, e, ind) -> list[str]:
     def copy(k: int, j: str) -> list[str]:
         """Step j's rows into stage k (cp.async) and its token reads into the registers moac_r<k>."""
         lam = ["[&](int moac_t) {{ {}return {}; }}".format(*_row(t, kv, f"{j} + moac_t", j, itype, e)) for kv in (0, 1)]
-        return ["{", *_step_base(t, j, itype, e), f"    moac_tile_copy<{t.dk}, {t.dv}, {st}, {'true' if t.once else 'false'}>(moac_stage[{k}],",
+        return ["{", *_step_base(t, j, itype, e), f"    moac_tile_copy<{t.dk}, {t.dv}, {st}>(moac_stage[{k}],",
                 f"        {lam[0]},", f"        {lam[1]}, moac_lane);", *("    " + ln for ln in _prefetch(t, f"moac_r{k}", j, itype, ctype)), "}"]
     W = t.warps
     if W == 1:

@@ -281,8 +281,6 @@ class TensorTile(Scope):
     out: str = ""           # the output a frame of one gang stores itself (o ÷ z from the tile), or ""
     out_at: object = 0      # the offset of row's output element 0 (contiguous along the output axis)
     direct: object = None   # where it does: the frame's fold in this kernel (LastGang.when) and one gang
-    once: bool = False      # every K and V row is this gang's alone: each gang frame variable is an
-                            # index component of K and of V (plans.tiles.derive), so L2 need not keep them
 
     @property
     def step_bytes(self) -> int:

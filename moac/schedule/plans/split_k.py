@@ -194,7 +194,7 @@ def _partials_and_combine(ctx, at: SoftmaxContraction, opts):
     fi = tuple(frame) + (g,)
     tile = tiles.derive(ctx, E, W, Wt, ev, l, members, None if grp is None else (gv, gc, a), rest, rest_ext, g * C, cn,
                         passes, (("@m_part", fi), ("@z_part", fi), ("@o_part", fi + (0,) * len(rest))),
-                        (at.out.name, tuple(at.out.vars)), tuple(gang_frame))
+                        (at.out.name, tuple(at.out.vars)))
     if isinstance(tile, str):
         ctx.notes.append(f"no tensor-core tile: {tile}")
     else:

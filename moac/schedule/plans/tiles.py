@@ -109,7 +109,7 @@ def _blocked(off, tok):
 
 
 def derive(ctx, E, W, Wt, ev, l, members: list, group, rest, rest_ext, start, count, body,
-           parts, out=None, gang_vars: tuple = ()) -> TensorTile | str:
+           parts, out=None) -> TensorTile | str:
     """The tile of a gang's chunk, or why there is none.  E is the score of token l (one
     reduction over ev), W the weighted values and Wt their factor per token (or None),
     members the group's substitutions and
@@ -118,8 +118,7 @@ def derive(ctx, E, W, Wt, ev, l, members: list, group, rest, rest_ext, start, co
     122.3 µs so against 125.9 in the lane passes, which had been thought memory-bound); rest
     the output axes; body the lane passes it replaces; parts the (buffer, index) of the
     partials m, z, o of member 0; out the output (name, index), which a frame of one gang
-    may store from the tile (TensorTile.out: split_k sets where, TensorTile.direct); gang_vars
-    the frame variables the gangs run over (TensorTile.once: where each is an index component of K and of V)."""
+    may store from the tile (TensorTile.out: split_k sets where, TensorTile.direct)."""
     M = len(members)
     if M > MAX_ROWS:
         return f"{M} heads per gang: a tile holds {MAX_ROWS} heads and their low halves"
@@ -158,10 +157,9 @@ def derive(ctx, E, W, Wt, ev, l, members: list, group, rest, rest_ext, start, co
         gv, gc, a = group
         sub = {sp.floor(gv / gc): a, sp.Mod(gv, gc): row, gv: a * gc + row}
     dv = rest[0]
-    offs, comps = {}, {}
+    offs = {}
     for r, axis, name in ((qr, ev, "query"), (kr, ev, "key"), (vr, dv, "value")):
-        comps[name] = tuple(midx(sp.sympify(i), sub).xreplace({l: tok}) for i in r.index)
-        full = gamma(comps[name], ctx.buffers[r.array].shape)
+        full = gamma(tuple(midx(sp.sympify(i), sub).xreplace({l: tok}) for i in r.index), ctx.buffers[r.array].shape)
         if sp.sympify(lane_diff(full, axis)) != 1:
             return f"the {name} rows are not contiguous along {axis.name}"
         offs[name] = sp.expand(full.xreplace({axis: 0}))
@@ -190,10 +188,6 @@ def derive(ctx, E, W, Wt, ev, l, members: list, group, rest, rest_ext, start, co
                       rows=M, dk=int(dk), dv=int(rest_ext[0]), start=start, count=count, score=score,
                       parts=(m, z, o), m_at=part(m, mi), z_at=part(z, zi), o_at=part(o, oi),
                       shape=f"m16n8k16 {STORAGE[kd]} → f32", storage=kd, weight=weight)
-    # each gang frame variable an index component of K and of V, as it is: no two gangs read one row
-    # (⌊h ÷ g⌋ names h too, but g gangs share its rows: --no-share-kv)
-    if gang_vars and all(set(gang_vars) <= set(comps[x]) for x in ("key", "value")):
-        tile = dataclasses.replace(tile, once=True)
     out_at = None if out is None else _out_row(ctx, out, sub, dv)
     if out_at is not None:
         tile = dataclasses.replace(tile, out=out[0], out_at=out_at)
