@@ -439,3 +439,26 @@ def test_device_kernel_on_cuda_tensors(bundles):
     """, timeout=300)
     assert r.returncode == 0, r.stderr
     assert float(r.stdout) < 1e-4
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _gpu(), reason="needs an NVIDIA GPU visible to torch")
+def test_kernel_time_on_cold_l2_leaves_the_flush_out():
+    """kernel_time(flush=l2_flush(torch)): the flush's kernels run before every call and are
+    not counted, and a read that L2 could keep is no faster cold than the same read warm
+    (the cold time is at least the warm one, less the noise of a few per cent)."""
+    r = py("""
+        import torch
+        from moac.gpu.run import kernel_time, l2_flush
+        x = torch.ones(4 << 20, device='cuda')          # 16 MB: L2 keeps it between calls
+        f = lambda: x * 2                               # not a reduction: none of its kernels is the flush's
+        flush = l2_flush(torch)
+        warm = kernel_time(f, lambda name: True, torch, 20)
+        cold = kernel_time(f, lambda name: True, torch, 20, flush=flush)
+        both = kernel_time(lambda: (flush(), f()), lambda name: True, torch, 20)
+        print(warm, cold, both)
+    """, timeout=300)
+    assert r.returncode == 0, r.stderr
+    warm, cold, both = map(float, r.stdout.split())
+    assert cold >= 0.95 * warm
+    assert both > 2 * cold                   # the flush (a read of twice the L2) counted only here

@@ -146,7 +146,8 @@ def l2_flush(torch):
 
 def kernel_time(f, match, torch, reps: int, parts: dict | None = None, flush=None) -> float:
     """Seconds of GPU kernel time per f() whose kernel names `match`, from the profiler.
-    With `flush` (l2_flush), it runs before every call and its kernels are not counted."""
+    With `flush` (l2_flush), it runs before every call and its kernels are not counted: by
+    name, so f must not run a kernel of the same name (the flush is an int32 sum)."""
     from torch.profiler import ProfilerActivity, profile
     skip = set()
     if flush is not None:            # the flush's own kernel names, to leave out
