@@ -213,7 +213,7 @@ class DeviceKernel:
             return None                                      # prepare's Launch reports it
         if m.data_checks:
             self.check_data(tensors, sizes)
-        return Launch(self, torch, device, args, ws_bytes, results, (), sizes, arrays)()
+        return Launch(self, torch, device, args, ws_bytes, results, (), sizes, tensors)()
 
     def prepare(self, out: dict | None = None, **tensors) -> "Launch":
         """Check the arguments, bind the sizes and allocate the outputs once; the Launch
