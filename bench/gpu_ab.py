@@ -44,10 +44,11 @@ def main():
         inputs, _ = random_inputs(ks[0][1], sizes, torch, 0)
         launches, outs, graphs = [], [], []
 
-        def add(v, k, ins):
-            """Variant v: bundle k prepared on the inputs ins, run once, and captured in a graph."""
-            _, o = random_inputs(k, sizes, torch, 0)
-            L = k.prepare(out=o, **ins, **sizes)
+        def add(v, k, ins=None):
+            """Variant v: bundle k prepared on the inputs ins (inputs of its own where None), run
+            once, and captured in a graph."""
+            own, o = random_inputs(k, sizes, torch, 0)
+            L = k.prepare(out=o, **(own if ins is None else ins), **sizes)
             L(); torch.cuda.synchronize()
             outs.append(next(iter(o.values())).clone())
             g = torch.cuda.CUDAGraph(); side = torch.cuda.Stream(); side.wait_stream(torch.cuda.current_stream())
@@ -59,7 +60,7 @@ def main():
             launches.append((v, k, L)); graphs.append(g)
 
         for v, k in ks:
-            add(v, k, random_inputs(k, sizes, torch, 0)[0] if separate else inputs)
+            add(v, k, None if separate else inputs)
         variants = list(case["variants"])
         sdpa = None
         if case.get("sdpa"):
@@ -74,15 +75,26 @@ def main():
         res = {v: {"kernel_us": [], "graph_us": [], "kernel_cold_us": []} for v, _ in variants}
         if sdpa is not None:
             res["sdpa_bf16"] = {"kernel_us": [], "kernel_cold_us": []}
+
+        def timed(x, f, match):
+            """One round of f's kernel time into x, warm and, with COLD=1, cold."""
+            x["kernel_us"].append(kernel_time(f, match, torch, reps) * 1e6)
+            if cold is not None:
+                x["kernel_cold_us"].append(kernel_time(f, match, torch, reps, flush=cold) * 1e6)
+
+        def summary(x) -> str:
+            """x's medians and minima added to it, and its line's kernel figures."""
+            x.update(kernel_med=statistics.median(x["kernel_us"]), kernel_min=min(x["kernel_us"]))
+            line = f"kernel median {x['kernel_med']:7.1f} µs  min {x['kernel_min']:7.1f}"
+            if cold is not None:
+                x.update(kernel_cold_med=statistics.median(x["kernel_cold_us"]), kernel_cold_min=min(x["kernel_cold_us"]))
+            return line
+
         for r in range(rounds):
             if sdpa is not None:
-                res["sdpa_bf16"]["kernel_us"].append(kernel_time(sdpa, lambda name: True, torch, reps) * 1e6)
-                if cold is not None:
-                    res["sdpa_bf16"]["kernel_cold_us"].append(kernel_time(sdpa, lambda name: True, torch, reps, flush=cold) * 1e6)
+                timed(res["sdpa_bf16"], sdpa, lambda name: True)
             for (v, k, L), g in zip(launches, graphs):
-                res[v]["kernel_us"].append(kernel_time(L, lambda name: k.manifest.function in name, torch, reps) * 1e6)
-                if cold is not None:
-                    res[v]["kernel_cold_us"].append(kernel_time(L, lambda name: k.manifest.function in name, torch, reps, flush=cold) * 1e6)
+                timed(res[v], L, lambda name: k.manifest.function in name)
                 e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 for _ in range(3): g.replay()
                 e0.record()
@@ -90,30 +102,26 @@ def main():
                 e1.record(); e1.synchronize()
                 res[v]["graph_us"].append(e0.elapsed_time(e1) * 1e3 / reps)
         print(case["name"], sizes)
+        if sdpa is not None:
+            sdpa_line = summary(res["sdpa_bf16"])
         for i, (v, _) in enumerate(variants):
             d = (outs[i].double() - outs[0].double()).abs().max().item()
             x = res[v]
-            x.update(kernel_med=statistics.median(x["kernel_us"]), kernel_min=min(x["kernel_us"]),
-                     graph_med=statistics.median(x["graph_us"]), diff_vs_first=d)
-            cold_line = ""
-            if cold is not None:
-                x.update(kernel_cold_med=statistics.median(x["kernel_cold_us"]), kernel_cold_min=min(x["kernel_cold_us"]))
-                cold_line = f"  cold L2 {x['kernel_cold_med']:7.1f} µs"
+            line = summary(x)
+            x.update(graph_med=statistics.median(x["graph_us"]), diff_vs_first=d)
+            line += f"  graph-replay median {x['graph_med']:7.1f} µs  max|Δ| vs {variants[0][0]} {d:.1e}"
             if sdpa is not None:
-                x["vs_sdpa_bf16"] = x["kernel_med"] / statistics.median(res["sdpa_bf16"]["kernel_us"])
-                if cold is not None:
-                    x["cold_vs_sdpa_bf16"] = x["kernel_cold_med"] / statistics.median(res["sdpa_bf16"]["kernel_cold_us"])
-                    cold_line += f" ({x['cold_vs_sdpa_bf16']:.3f} of SDPA's)"
-            print(f"  {v:12} kernel median {x['kernel_med']:7.1f} µs  min {x['kernel_min']:7.1f}  graph-replay median {x['graph_med']:7.1f} µs  max|Δ| vs {variants[0][0]} {d:.1e}"
-                  + (f"  / SDPA bf16 {x['vs_sdpa_bf16']:.3f}" if sdpa is not None else "") + cold_line, flush=True)
+                x["vs_sdpa_bf16"] = x["kernel_med"] / res["sdpa_bf16"]["kernel_med"]
+                line += f"  / SDPA bf16 {x['vs_sdpa_bf16']:.3f}"
+            if cold is not None:
+                line += f"  cold L2 {x['kernel_cold_med']:7.1f} µs"
+                if sdpa is not None:
+                    x["cold_vs_sdpa_bf16"] = x["kernel_cold_med"] / res["sdpa_bf16"]["kernel_cold_med"]
+                    line += f" ({x['cold_vs_sdpa_bf16']:.3f} of SDPA's)"
+            print(f"  {v:12} {line}", flush=True)
         if sdpa is not None:
             x = res["sdpa_bf16"]
-            x.update(kernel_med=statistics.median(x["kernel_us"]), kernel_min=min(x["kernel_us"]))
-            cold_line = ""
-            if cold is not None:
-                x.update(kernel_cold_med=statistics.median(x["kernel_cold_us"]), kernel_cold_min=min(x["kernel_cold_us"]))
-                cold_line = f"  cold L2 {x['kernel_cold_med']:7.1f} µs"
-            print(f"  {'sdpa_bf16':12} kernel median {x['kernel_med']:7.1f} µs  min {x['kernel_min']:7.1f}" + cold_line, flush=True)
+            print(f"  {'sdpa_bf16':12} {sdpa_line}" + (f"  cold L2 {x['kernel_cold_med']:7.1f} µs" if cold is not None else ""), flush=True)
         allres[case["name"]] = dict(sizes=sizes, results=res)
     Path(sys.argv[2]).write_text(json.dumps(allres, indent=1) + "\n")
 

@@ -383,7 +383,7 @@ class Launch:
     def __init__(self, kernel, torch, device, args, ws_bytes, results, misaligned, sizes, inputs):
         self.kernel, self.torch, self.device, self.args = kernel, torch, device, args
         self.ws_bytes, self.results, self.misaligned, self.sizes = ws_bytes, results, misaligned, sizes
-        self.inputs = dict(inputs)
+        self.inputs = inputs
 
     def __call__(self) -> dict:
         k, torch, dev = self.kernel, self.torch, self.device

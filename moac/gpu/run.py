@@ -134,14 +134,29 @@ def wall(f, torch, reps: int) -> float:
     return statistics.median(ts)
 
 
+def _device_kernels(prof) -> list:
+    """The CUDA kernel events of a profile."""
+    return [ev for ev in prof.key_averages() if ev.device_type is not None and "CUDA" in str(ev.device_type)]
+
+
 def l2_flush(torch):
     """A callable that evicts the GPU's L2 cache by reading a buffer of twice its size (a
     read, so that no dirty lines are left for the timed call to write back), for timing
     calls on cold caches: the decode step of a serving loop reads each layer's K and V once
-    between the other layers' reads, so none of them is in L2 when it comes back."""
+    between the other layers' reads, so none of them is in L2 when it comes back.  Its
+    `kernels` are the names of the kernels it runs (profiled once, here), which kernel_time
+    leaves out."""
+    from torch.profiler import ProfilerActivity, profile
     size = 2 * max(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0), 64 << 20)
     buf = torch.zeros(size // 4, dtype=torch.int32, device="cuda")
-    return lambda: buf.sum()
+
+    def flush():
+        return buf.sum()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        flush()
+        torch.cuda.synchronize()
+    flush.kernels = frozenset(ev.key for ev in _device_kernels(prof))
+    return flush
 
 
 def kernel_time(f, match, torch, reps: int, parts: dict | None = None, flush=None) -> float:
@@ -149,12 +164,7 @@ def kernel_time(f, match, torch, reps: int, parts: dict | None = None, flush=Non
     With `flush` (l2_flush), it runs before every call and its kernels are not counted: by
     name, so f must not run a kernel of the same name (the flush is an int32 sum)."""
     from torch.profiler import ProfilerActivity, profile
-    skip = set()
-    if flush is not None:            # the flush's own kernel names, to leave out
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            flush()
-            torch.cuda.synchronize()
-        skip = {ev.key for ev in prof.key_averages() if ev.device_type is not None and "CUDA" in str(ev.device_type)}
+    skip = flush.kernels if flush is not None else frozenset()
     for _ in range(3):
         f()
     torch.cuda.synchronize()
@@ -165,8 +175,8 @@ def kernel_time(f, match, torch, reps: int, parts: dict | None = None, flush=Non
             f()
         torch.cuda.synchronize()
     total = 0.0
-    for ev in prof.key_averages():
-        if ev.device_type is not None and "CUDA" in str(ev.device_type) and match(ev.key) and ev.key not in skip:
+    for ev in _device_kernels(prof):
+        if match(ev.key) and ev.key not in skip:
             t = ev.device_time_total if hasattr(ev, "device_time_total") else ev.cuda_time_total
             total += t
             if parts is not None:
