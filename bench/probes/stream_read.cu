@@ -18,36 +18,27 @@
 
 static __device__ __forceinline__ unsigned smem(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 
-template <int STEP, int S>
-__global__ void __launch_bounds__(32) rd_cpasync(const unsigned char *K, const unsigned char *V, long long slice,
-                                                 unsigned *sink)
+/* STEP bytes of K and of V of step i into the stage d, by T threads (t the caller's), 16 bytes a copy */
+template <int STEP, int T>
+static __device__ __forceinline__ void copy_step(unsigned char *d, const unsigned char *k, const unsigned char *v, long long i, int t)
 {
-    extern __shared__ __align__(128) unsigned char st[];          /* S stages of 2·STEP bytes */
-    const int lane = threadIdx.x;
-    const unsigned char *k = K + blockIdx.x * slice, *v = V + blockIdx.x * slice;
-    const long long steps = slice / STEP;
-    auto issue = [&](long long i) {
-        unsigned char *d = st + (i % S) * 2 * STEP;
 #pragma unroll
-        for (int j = 0; j < STEP / 16 / 32; ++j) {
-            const int o = 16 * (lane + 32 * j);
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(smem(d + o)), "l"(k + i * STEP + o) : "memory");
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(smem(d + STEP + o)), "l"(v + i * STEP + o) : "memory");
-        }
-    };
-    unsigned acc = 0;
-    for (int s = 0; s < S - 1; ++s) { if (s < steps) issue(s); asm volatile("cp.async.commit_group;" ::: "memory"); }
-    for (long long i = 0; i < steps; ++i) {
-        if (i + S - 1 < steps) issue(i + S - 1);
-        asm volatile("cp.async.commit_group;" ::: "memory");
-        asm volatile("cp.async.wait_group %0;" :: "n"(S - 1) : "memory");
-        __syncwarp();
-        const uint4 *d = reinterpret_cast<const uint4 *>(st + (i % S) * 2 * STEP);
-#pragma unroll
-        for (int j = 0; j < 2 * STEP / 16 / 32; ++j) { const uint4 w = d[lane + 32 * j]; acc ^= w.x ^ w.y ^ w.z ^ w.w; }
-        __syncwarp();
+    for (int j = 0; j < STEP / 16 / T; ++j) {
+        const int o = 16 * (t + T * j);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(smem(d + o)), "l"(k + i * STEP + o) : "memory");
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(smem(d + STEP + o)), "l"(v + i * STEP + o) : "memory");
     }
-    if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
+}
+
+/* what landed in the stage d, folded into one word by T threads */
+template <int STEP, int T>
+static __device__ __forceinline__ unsigned fold_step(const unsigned char *d, int t)
+{
+    const uint4 *w = reinterpret_cast<const uint4 *>(d);
+    unsigned acc = 0;
+#pragma unroll
+    for (int j = 0; j < 2 * STEP / 16 / T; ++j) { const uint4 x = w[t + T * j]; acc ^= x.x ^ x.y ^ x.z ^ x.w; }
+    return acc;
 }
 
 template <int STEP, int S, bool ROWS>
@@ -110,59 +101,45 @@ __global__ void __launch_bounds__(128) rd_block(const unsigned char *K, const un
     const int tid = threadIdx.x;
     const unsigned char *k = K + blockIdx.x * slice, *v = V + blockIdx.x * slice;
     const long long steps = slice / STEP;
-    auto issue = [&](long long i) {
-        unsigned char *d = st + (i % S) * 2 * STEP;
-#pragma unroll
-        for (int j = 0; j < STEP / 16 / 128; ++j) {
-            const int o = 16 * (tid + 128 * j);
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(smem(d + o)), "l"(k + i * STEP + o) : "memory");
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(smem(d + STEP + o)), "l"(v + i * STEP + o) : "memory");
-        }
-    };
     unsigned acc = 0;
-    for (int s = 0; s < S - 1; ++s) { if (s < steps) issue(s); asm volatile("cp.async.commit_group;" ::: "memory"); }
+    for (int s = 0; s < S - 1; ++s) {
+        if (s < steps) copy_step<STEP, 128>(st + s * 2 * STEP, k, v, s, tid);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
     for (long long i = 0; i < steps; ++i) {
         asm volatile("cp.async.wait_group %0;" :: "n"(S - 2) : "memory");
         __syncthreads();            /* step i landed for every thread; step i - 1 folded by every warp */
-        if (i + S - 1 < steps) issue(i + S - 1);
+        if (i + S - 1 < steps) copy_step<STEP, 128>(st + ((i + S - 1) % S) * 2 * STEP, k, v, i + S - 1, tid);
         asm volatile("cp.async.commit_group;" ::: "memory");
-        const uint4 *d = reinterpret_cast<const uint4 *>(st + (i % S) * 2 * STEP);
-#pragma unroll
-        for (int j = 0; j < 2 * STEP / 16 / 128; ++j) { const uint4 w = d[tid + 128 * j]; acc ^= w.x ^ w.y ^ w.z ^ w.w; }
+        acc ^= fold_step<STEP, 128>(st + (i % S) * 2 * STEP, tid);
     }
     if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
 }
 
-/* kind 4: 4 warps a block, each with its own S stages of STEP bytes of K and of V, taking the
- * block's steps w, w + 4, ... */
-template <int STEP, int S, bool SYNC>
-__global__ void __launch_bounds__(128) rd_warps(const unsigned char *K, const unsigned char *V, long long slice,
-                                                unsigned *sink)
+/* kinds 0, 4, 5: W warps a block, each with its own S stages of STEP bytes of K and of V, taking
+ * the block's steps w, w + W, ... (W = 1: a one-warp block streaming its slice) */
+template <int STEP, int S, int W, bool SYNC>
+__global__ void __launch_bounds__(32 * W) rd_warps(const unsigned char *K, const unsigned char *V, long long slice,
+                                                   unsigned *sink)
 {
     extern __shared__ __align__(128) unsigned char st_all[];
     const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
     unsigned char *st = st_all + w * S * 2 * STEP;
     const unsigned char *k = K + blockIdx.x * slice, *v = V + blockIdx.x * slice;
     const long long steps = slice / STEP;
-    auto issue = [&](long long i) {            /* the block's step i, i % 4 == w */
-        unsigned char *d = st + ((i / 4) % S) * 2 * STEP;
-#pragma unroll
-        for (int j = 0; j < STEP / 16 / 32; ++j) {
-            const int o = 16 * (lane + 32 * j);
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(smem(d + o)), "l"(k + i * STEP + o) : "memory");
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(smem(d + STEP + o)), "l"(v + i * STEP + o) : "memory");
-        }
-    };
     unsigned acc = 0;
-    for (int s = 0; s < S - 1; ++s) { const long long i = w + 4 * s; if (i < steps) issue(i); asm volatile("cp.async.commit_group;" ::: "memory"); }
-    for (long long i = w; i < steps; i += 4) {
-        if (i + 4 * (S - 1) < steps) issue(i + 4 * (S - 1));
+    for (int s = 0; s < S - 1; ++s) {
+        const long long i = w + W * s;
+        if (i < steps) copy_step<STEP, 32>(st + s * 2 * STEP, k, v, i, lane);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    for (long long i = w; i < steps; i += W) {
+        const long long a = i + W * (S - 1);     /* the block's step a, a % W == w */
+        if (a < steps) copy_step<STEP, 32>(st + ((a / W) % S) * 2 * STEP, k, v, a, lane);
         asm volatile("cp.async.commit_group;" ::: "memory");
         asm volatile("cp.async.wait_group %0;" :: "n"(S - 1) : "memory");
         __syncwarp();
-        const uint4 *d = reinterpret_cast<const uint4 *>(st + ((i / 4) % S) * 2 * STEP);
-#pragma unroll
-        for (int j = 0; j < 2 * STEP / 16 / 32; ++j) { const uint4 x = d[lane + 32 * j]; acc ^= x.x ^ x.y ^ x.z ^ x.w; }
+        acc ^= fold_step<STEP, 32>(st + ((i / W) % S) * 2 * STEP, lane);
         if (SYNC) __syncthreads(); else __syncwarp();      /* SYNC: the block's warps in step */
     }
     if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
@@ -174,8 +151,8 @@ static int go(int kind, const void *K, const void *V, long long bytes, int block
     const long long slice = bytes / blocks;
     const size_t sm = (size_t)S * 2 * STEP;
     if (kind == 0) {
-        cudaFuncSetAttribute(rd_cpasync<STEP, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
-        rd_cpasync<STEP, S><<<blocks, 32, sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
+        cudaFuncSetAttribute(rd_warps<STEP, S, 1, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
+        rd_warps<STEP, S, 1, false><<<blocks, 32, sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
     } else if (kind == 1) {
         cudaFuncSetAttribute(rd_bulk<STEP, S, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
         rd_bulk<STEP, S, false><<<blocks, 32, sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
@@ -183,11 +160,11 @@ static int go(int kind, const void *K, const void *V, long long bytes, int block
         cudaFuncSetAttribute(rd_block<STEP, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
         rd_block<STEP, S><<<blocks, 128, sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
     } else if (kind == 4) {
-        cudaFuncSetAttribute(rd_warps<STEP, S, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(4 * sm));
-        rd_warps<STEP, S, false><<<blocks, 128, 4 * sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
+        cudaFuncSetAttribute(rd_warps<STEP, S, 4, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(4 * sm));
+        rd_warps<STEP, S, 4, false><<<blocks, 128, 4 * sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
     } else if (kind == 5) {
-        cudaFuncSetAttribute(rd_warps<STEP, S, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(4 * sm));
-        rd_warps<STEP, S, true><<<blocks, 128, 4 * sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
+        cudaFuncSetAttribute(rd_warps<STEP, S, 4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(4 * sm));
+        rd_warps<STEP, S, 4, true><<<blocks, 128, 4 * sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
     } else {
         cudaFuncSetAttribute(rd_bulk<STEP, S, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
         rd_bulk<STEP, S, true><<<blocks, 32, sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
