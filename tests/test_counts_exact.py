@@ -75,9 +75,33 @@ REVIEWED = [
 ]
 
 
-@pytest.mark.parametrize("case", range(len(REVIEWED)))
-def test_reviewed_overlaps_are_exact_fixed_and_free(case):
-    src, draw_sizes, truth = REVIEWED[case]
+def _taps(k):
+    """A stencil of k taps: x shifted by 0 … k − 1, each over n − k + 1 elements."""
+    terms = [f"({j} ▽ ¯{k - 1 - j} ▽ x)" if 0 < j < k - 1 else (f"(¯{k - 1} ▽ x)" if j == 0 else f"({k - 1} ▽ x)")
+             for j in range(k)]
+    return "size n\ninput x : f32 ⟨n⟩\nc = " + " + ".join(terms) + "\noutput c\n"
+
+
+# four or more reads that differ on one axis only: they counted as the largest alone (the six
+# taps at n = 10: 40 bytes for 60); now one sweep over their intervals in order
+SWEPT = [
+    (_taps(4), lambda rng: {"n": rng.randint(3, 30)},
+     lambda n: (n - 3) + _union(*(range(j, j + n - 3) for j in range(4)))),
+    (_taps(6), lambda rng: {"n": rng.randint(5, 30)},
+     lambda n: (n - 5) + _union(*(range(j, j + n - 5) for j in range(6)))),
+    (_taps(4).replace("size n", "size n, m").replace("⟨n⟩", "⟨n m⟩"),
+     lambda rng: {"n": rng.randint(3, 20), "m": rng.randint(0, 5)},
+     lambda n, m: m * ((n - 3) + _union(*(range(j, j + n - 3) for j in range(4))))),
+    ("size n, m, k, l, N\ninput x : f32 ⟨N⟩\nc = (n △ x) # (m △ x) # (k △ x) # ((−l) △ x)\noutput c\n",
+     lambda rng: (lambda v: {**dict(zip("nmkl", v)), "N": max(v) + rng.randint(0, 4)})(
+         [rng.randint(0, 9) for _ in range(4)]),
+     lambda n, m, k, l, N: n + m + k + l + _union(range(n), range(m), range(k), range(N - l, N))),
+]
+
+
+@pytest.mark.parametrize("case", range(len(REVIEWED) + len(SWEPT)))
+def test_reviewed_and_swept_overlaps_are_exact_fixed_and_free(case):
+    src, draw_sizes, truth = (REVIEWED + SWEPT)[case]
     prog = moac.parse(src, f"r{case}.moa")
     free = prog.onf(target="c")
     rng = random.Random(11)

@@ -22,7 +22,8 @@ from ..front.core import source_ops
 from ..front.data import bounds, has_data
 from ..front.sizes import resolve
 from .index import (data_terms, footprint, gamma, gamma_text, guard_branches, internal, lane_diff, narrow_update,
-                    needed_reads, nonnegative_given, size_facts, size_key, union_footprint, verdict)
+                    size_key, verdict)
+from .union import needed_reads, nonnegative_given, size_facts, union_footprint
 from .ir import (Guard, LastGang, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, TensorTile, Unpack,
                  expr_reads, Prefetch)
 
@@ -106,7 +107,7 @@ def _expr_flops(e) -> sp.Expr:
 
 def count_kernel(s: Schedule, kernel, facts: tuple = ()) -> KernelCounts:
     """A kernel's loops, accesses, flops and bytes; `facts` what the program's size
-    conditions say (index.size_facts)."""
+    conditions say (union.size_facts)."""
     bufs = {b.name: b for b in s.buffers}
     accesses, loops = [], []
     loose: set = set()          # ids of the accesses under a guard that does not narrow their loop
@@ -233,7 +234,7 @@ def _gang_traffic(s: Schedule, kernel, accesses: list, bufs: dict) -> sp.Expr:
 def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None, facts: tuple = (), boxed=None) -> tuple:
     """(DRAM bytes, of which scratch): per buffer and direction the elements its accesses
     touch over `extents(access)`: with `starts(access)` (where guards begin the variables)
-    the union of their footprints (index.union_footprint), at most the buffer as the size
+    the union of their footprints (union.union_footprint), at most the buffer as the size
     `facts` decide it (`_at_most`); without it (a gang's share) the largest one, at most
     the buffer compared at sizes of 64."""
     total, scratch = sp.Integer(0), sp.Integer(0)
