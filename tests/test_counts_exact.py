@@ -99,9 +99,24 @@ SWEPT = [
 ]
 
 
-@pytest.mark.parametrize("case", range(len(REVIEWED) + len(SWEPT)))
-def test_reviewed_and_swept_overlaps_are_exact_fixed_and_free(case):
-    src, draw_sizes, truth = (REVIEWED + SWEPT)[case]
+def _cols(w, *cols):
+    """Columns of x seen as rows of w: x[w·j + c] for j < m, added up."""
+    terms = " + ".join(f"(⟨{c}⟩ψ⍉(⟨m {w}⟩ρx))" for c in cols)
+    return f"size m\ninput x : f32 ⟨({w} × m)⟩\nc = {terms}\noutput c\n"
+
+
+# reads with a stride counted the whole axis (one column of two: 12·m bytes for 8·m)
+STRIDED = [
+    (_cols(2, 1), lambda rng: {"m": rng.randint(0, 30)}, lambda m: 2 * m),
+    (_cols(2, 0, 1), lambda rng: {"m": rng.randint(0, 30)}, lambda m: 3 * m),
+    (_cols(3, 0, 2), lambda rng: {"m": rng.randint(0, 30)}, lambda m: 3 * m),
+    (_cols(4, 1, 1), lambda rng: {"m": rng.randint(0, 30)}, lambda m: 2 * m),
+]
+
+
+@pytest.mark.parametrize("case", range(len(REVIEWED) + len(SWEPT) + len(STRIDED)))
+def test_overlaps_and_strides_are_exact_fixed_and_free(case):
+    src, draw_sizes, truth = (REVIEWED + SWEPT + STRIDED)[case]
     prog = moac.parse(src, f"r{case}.moa")
     free = prog.onf(target="c")
     rng = random.Random(11)

@@ -21,7 +21,7 @@ from ..dtypes import BYTES as DTYPE_BYTES
 from ..front.core import source_ops
 from ..front.data import bounds, has_data
 from ..front.sizes import resolve
-from .index import (data_terms, footprint, gamma, gamma_text, guard_branches, internal, lane_diff, narrow_update,
+from .index import (data_terms, gamma, gamma_text, guard_branches, internal, lane_diff, narrow_update,
                     size_key, verdict)
 from .union import needed_reads, nonnegative_given, size_facts, union_footprint
 from .ir import (Guard, LastGang, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, TensorTile, Unpack,
@@ -235,8 +235,9 @@ def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None, facts: tuple
     """(DRAM bytes, of which scratch): per buffer and direction the elements its accesses
     touch over `extents(access)`: with `starts(access)` (where guards begin the variables)
     the union of their footprints (union.union_footprint), at most the buffer as the size
-    `facts` decide it (`_at_most`); without it (a gang's share) the largest one, at most
-    the buffer compared at sizes of 64."""
+    `facts` decide it (`_at_most`); without it (a gang's share) their union where their
+    boxes are disjoint, nested or strided progressions (the 4 heads 4·a + m of a gang, m < 4),
+    else the largest one, at most the buffer compared at sizes of 64."""
     total, scratch = sp.Integer(0), sp.Integer(0)
     for arr in sorted({a.array for a in accesses}):
         buf = bufs[arr]
@@ -245,8 +246,9 @@ def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None, facts: tuple
         for write in (False, True):
             accs = [a for a in accesses if a.array == arr and a.write == write]
             if accs:
-                if starts is None:
-                    fp = max((footprint(a.logical, buf.shape, extents(a)) for a in accs), key=size_key)
+                if starts is None:          # a gang's share: its reads from 0, boxes only where apart or nested
+                    fp = union_footprint([(a.logical, extents(a), {}) for a in accs], buf.shape, boxes_exact=False,
+                                         capped=False)
                 else:
                     # a box is the elements read where the index is the logical one (not a token the
                     # kernel picks: a packed pass's t0 over the sinks and the window) and no guard

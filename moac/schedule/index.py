@@ -86,7 +86,7 @@ def distinct_values(e, extents: dict):
     v = syms[0]
     n = extents[v]
     step = sp.expand(e.xreplace({v: v + 1}) - e)
-    if step in (1, -1):                                    # v + c, c − v
+    if step.is_Integer and step != 0:                      # v + c, c − v, s·v + c: one value a point
         return n
     if isinstance(e, sp.floor):                            # ⌊v / c⌋
         num, den = sp.fraction(sp.together(e.args[0]))

@@ -14,30 +14,66 @@ from ..front.data import has_data
 from .index import data_terms, footprint, guard_branches, narrow_update, nonnegative, size_key, sum_dependent
 
 
-def _box(index: tuple, extents: dict, starts: dict):
-    """The ψ-selection's elements as a box, one half-open interval [lo, hi) per axis, when
-    every component is a constant or v + c, c − v of one variable v running over
-    [start, start + extent); None otherwise."""
-    box = []
+def _progressions(index: tuple, extents: dict, starts: dict):
+    """The ψ-selection's elements as one arithmetic progression per axis, (first, step,
+    count): a constant is (c, 0, 1), and s·v + c with s a nonzero integer and v one variable
+    running over [start, start + extent) is (its value at the start, s, extent); None
+    otherwise."""
+    out = []
     for i in index:
         i = sp.sympify(i)
         syms = [v for v in i.free_symbols if v in extents]
         if not syms:
-            box.append((i, i + 1))
+            out.append((i, sp.Integer(0), sp.Integer(1)))
             continue
         if len(syms) != 1:
             return None
         v = syms[0]
         lo, n = sp.sympify(starts.get(v, 0)), sp.sympify(extents[v])
         step = sp.expand(i.xreplace({v: v + 1}) - i)
-        first = sp.expand(i.xreplace({v: lo}))
-        if step == 1:
-            box.append((first, sp.expand(first + n)))
-        elif step == -1:
-            box.append((sp.expand(first - n + 1), sp.expand(first + 1)))
-        else:
+        if not (step.is_Integer and step != 0):
             return None
-    return tuple(box)
+        out.append((sp.expand(i.xreplace({v: lo})), step, n))
+    return tuple(out)
+
+
+def _box(index: tuple, extents: dict, starts: dict):
+    """The ψ-selection's elements as a box, one half-open interval [lo, hi) per axis, when
+    every component is a constant or v + c, c − v of one variable v (`_progressions` of
+    steps 0 and ±1); None otherwise."""
+    prog = _progressions(index, extents, starts)
+    if prog is None or any(abs(s) > 1 for _, s, _ in prog):
+        return None
+    return tuple((first, first + 1) if s == 0 else (first, sp.expand(first + n)) if s == 1
+                 else (sp.expand(first - n + 1), sp.expand(first + 1)) for first, s, n in prog)
+
+
+def _strided(accesses: list, fps: list):
+    """Reads of which some have a stride (x[2·j + 1], a step of 2; boxes cannot say them):
+    the footprints of the distinct progressions added up. Exact where
+    they are disjoint (the even elements and the odd ones) or equal; an upper bound where
+    they overlap otherwise; not capped by the array. None where a read is not a
+    progression on every axis."""
+    progs = [_progressions(idx, ext, st) for idx, ext, st in accesses]
+    if any(p is None for p in progs):
+        return None
+    seen: list = []
+    total = sp.Integer(0)
+    for p, fp in zip(progs, fps):
+        flat = [x for ax in p for x in ax]
+        if any(all(sp.expand(x - y) == 0 for x, y in zip(flat, q)) for q in seen):
+            continue
+        seen.append(flat)
+        total += fp
+    return sp.expand(total)
+
+
+def _capped(total, size, facts: tuple):
+    """min(total, size), as one of them where the facts decide it: comparing them at sizes of
+    64 (size_key) took the whole array for two reads of L at offsets 1 and n − L."""
+    if nonnegative_given(size - total, facts):
+        return total
+    return size if nonnegative_given(total - size, facts) else sp.Min(total, size)
 
 
 def _provably_le(a, b) -> bool:
@@ -45,7 +81,8 @@ def _provably_le(a, b) -> bool:
     return provably(sp.Le(sp.expand(a - b), 0))
 
 
-def union_footprint(accesses: list, shape: tuple, boxes_exact: bool = True, facts: tuple = ()) -> sp.Expr:
+def union_footprint(accesses: list, shape: tuple, boxes_exact: bool = True, facts: tuple = (),
+                    capped: bool = True) -> sp.Expr:
     """Distinct elements that several ψ-selections of one array touch together: each is
     (index, extents, starts).  Boxes (`_box`) that are equal count once, a box inside
     another not at all, and boxes that are pairwise disjoint on some axis add up (the two
@@ -55,15 +92,19 @@ def union_footprint(accesses: list, shape: tuple, boxes_exact: bool = True, fact
     boxes are the elements read (`boxes_exact`: not where an index goes through a row the
     kernel picks) and there are at most OVERLAP_BOXES of them, or by one sweep where more
     differ on one axis only (`_swept`: a stencil's taps); `facts` are what the sizes
-    satisfy (`size_facts`).  Where that does not decide it, the largest single footprint,
-    as for one access."""
+    satisfy (`size_facts`).  Reads with a stride add up (`_strided`).  Where that does not
+    decide it, the largest single footprint, as for one access.  A union is at most the
+    array where `capped` (else its caller caps it)."""
     fps = [footprint(idx, shape, ext) for idx, ext, _ in accesses]
     largest = max(fps, key=size_key)
     if len(accesses) == 1:
         return largest
     boxes = [_box(idx, ext, st) for idx, ext, st in accesses]
     if any(b is None for b in boxes):
-        return largest
+        strided = _strided(accesses, fps)
+        if strided is None:
+            return largest
+        return _capped(strided, sp.Mul(*shape) if shape else sp.Integer(1), facts) if capped else strided
     distinct: list = []
     for b in boxes:
         if not any(all(sp.expand(x[0] - y[0]) == 0 and sp.expand(x[1] - y[1]) == 0 for x, y in zip(b, c))
@@ -92,11 +133,7 @@ def union_footprint(accesses: list, shape: tuple, boxes_exact: bool = True, fact
                 total = _swept(distinct, facts)
         if total is None:
             return largest
-        if nonnegative_given(size - total, facts):
-            return total
-        # the union against the array, exactly: comparing them at sizes of 64 (size_key) took
-        # the whole array for two reads of L at offsets 1 and n − L
-        return size if nonnegative_given(total - size, facts) else sp.Min(total, size)
+        return _capped(total, size, facts) if capped else total
     over = sp.expand(total - size)
     return size if nonnegative(over) else total
 
