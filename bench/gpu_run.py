@@ -13,7 +13,9 @@ torch CUDA tensors, moac/gpu/run.py), which imports no compiler dependency.
 The inputs are named q/Q (query), K and V; every leading axis is a batch axis, except
 that fewer K/V heads than query heads means GQA (query head h reads KV head h ÷ g).
 Beside `python -m moac.gpu` it runs case lists (--cases) and measures the device's copy
-bandwidth, the ceiling the KV bandwidth is compared with.
+bandwidth, the ceiling the KV bandwidth is compared with.  --cold also times every
+kernel and SDPA with the L2 cache evicted before each call (moac.gpu.run.l2_flush), as a
+serving loop meets a layer's K and V.
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from pathlib import Path
 from gpu_runtime import bundle_runtime  # noqa: E402  (puts the repository's moac on sys.path)
 
 from moac.gpu import load_bundle  # noqa: E402
-from moac.gpu.run import run_one  # noqa: E402
+from moac.gpu.run import l2_flush, run_one  # noqa: E402
 
 
 def copy_ceiling(torch, nbytes: int = 1 << 30, reps: int = 20) -> float:
@@ -55,6 +57,8 @@ def main() -> int:
     ap.add_argument("--cases", type=Path, help="a cases.json of bench/gpu_cases.py (bundles with their sizes)")
     ap.add_argument("-D", dest="defs", action="append", default=[], metavar="NAME=VALUE")
     ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--cold", action="store_true",
+                    help="also time the kernels with the L2 cache evicted before every call")
     ap.add_argument("--json", type=Path, help="also write the results here")
     a = ap.parse_args()
     sizes = {}
@@ -85,11 +89,12 @@ def main() -> int:
         return 1
     copy_bw = copy_ceiling(torch)
     print(f"device copy ceiling: {copy_bw / 1e12:.2f} TB/s (read + write)")
+    flush = l2_flush(torch) if a.cold else None
     results = []
     ok = True
     for b, sz, name in runs:
         try:
-            r = run_one(load_bundle(b), sz, a.reps, torch)
+            r = run_one(load_bundle(b), sz, a.reps, torch, flush=flush)
         except Exception as e:                 # record it and go on with the next bundle
             print(f"  {name}: FAILED: {type(e).__name__}: {e}", flush=True)
             results.append(dict(name=name, ok=False, error=f"{type(e).__name__}: {e}"))
@@ -107,13 +112,17 @@ def main() -> int:
         r["share_of_copy"] = r["kv_bw"] / copy_bw
         r["vs_sdpa16_kernel"] = r["moac_kernel"] / r["sdpa16_kernel"] if r["sdpa16_kernel"] else None
         r["vs_sdpa16_wall"] = r["moac_wall"] / r["sdpa16_wall"] if r["sdpa16_wall"] else None
+        if r.get("sdpa16_kernel_cold"):
+            r["vs_sdpa16_kernel_cold"] = r["moac_kernel_cold"] / r["sdpa16_kernel_cold"]
         results.append(r)
         ok &= r["ok"]                          # written, float64 and host-entry errors, graph replay
         if r.get("graph"):
             print(f"  {name}: CUDA graph replay max err {r['graph']['err']:.1e}, wall {r['graph']['wall'] * 1e6:.1f} µs")
         print(f"  {name}: kernel {r['moac_kernel'] * 1e6:.1f} µs, wall {r['moac_wall'] * 1e6:.1f} µs, "
               f"KV {r['kv_bw'] / 1e12:.2f} TB/s = {r['share_of_copy']:.0%} of copy, SDPA bf16 "
-              f"{r['sdpa16_kernel'] * 1e6:.1f} µs, err {r['err']:.1e}", flush=True)
+              f"{r['sdpa16_kernel'] * 1e6:.1f} µs, err {r['err']:.1e}"
+              + (f"; cold L2 {r['moac_kernel_cold'] * 1e6:.1f} µs against SDPA's {r['sdpa16_kernel_cold'] * 1e6:.1f}"
+                 if "vs_sdpa16_kernel_cold" in r else ""), flush=True)
     print()
     print(f"{'bundle':22} {'sizes':34} {'max err':>9} {'SDPA err':>9} {'moac kern µs':>12} {'moac wall µs':>12} "
           f"{'KV GB/s':>8} {'SDPA32 µs':>9} {'SDPA16 µs':>9}")

@@ -378,6 +378,7 @@ def test_cli_help_and_usage_errors(tmp_path):
         r = subprocess.run(argv, env=_env(), capture_output=True, text=True, check=False)
         assert r.returncode == 0, r.stderr
         assert "-D NAME=VALUE" in r.stdout and "--reps" in r.stdout and "--json OUT" in r.stdout
+        assert "--cold" in r.stdout and "L2 cache evicted" in " ".join(r.stdout.split())
     assert "usage: moac run " in r.stdout
     top = moac_cli("--help")
     assert "run" in top.stdout and "python -m moac.gpu" in top.stdout

@@ -184,8 +184,10 @@ def kernel_time(f, match, torch, reps: int, parts: dict | None = None, flush=Non
     return total / reps / 1e6
 
 
-def run_one(kernel: DeviceKernel, sizes: dict, reps: int, torch, seed: int = 0) -> dict:
-    """Run, check and time one bundle (the fields bench/gpu_run.py reports)."""
+def run_one(kernel: DeviceKernel, sizes: dict, reps: int, torch, seed: int = 0, flush=None) -> dict:
+    """Run, check and time one bundle (the fields bench/gpu_run.py reports); with `flush`
+    (l2_flush) the kernels are also timed with L2 evicted before every call
+    (`moac_kernel_cold`, `sdpa16_kernel_cold`)."""
     m = kernel.manifest
     inputs, outs = random_inputs(kernel, sizes, torch, seed)
     env = m.sizes(sizes)
@@ -233,6 +235,8 @@ def run_one(kernel: DeviceKernel, sizes: dict, reps: int, torch, seed: int = 0) 
     r["call_wall"] = wall(lambda: kernel(out=outs, **inputs, **sizes), torch, reps)
     r["moac_kernel"] = kernel_time(launch, lambda k: m.function in k, torch, reps, parts)
     r["moac_kernels_us"] = parts
+    if flush is not None:
+        r["moac_kernel_cold"] = kernel_time(launch, lambda k: m.function in k, torch, reps, flush=flush)
     r["bytes"] = sum(t.numel() * t.element_size() for t in list(inputs.values()) + list(outs.values()))
     if family:
         q4, K4, V4, gqa = sdpa_layout(q, K, V)
@@ -249,6 +253,8 @@ def run_one(kernel: DeviceKernel, sizes: dict, reps: int, torch, seed: int = 0) 
         other = lambda k: "memcpy" not in k.lower()       # noqa: E731
         r["sdpa32_kernel"] = kernel_time(sdpa32, other, torch, reps)
         r["sdpa16_kernel"] = kernel_time(sdpa16, other, torch, reps)
+        if flush is not None:
+            r["sdpa16_kernel_cold"] = kernel_time(sdpa16, other, torch, reps, flush=flush)
         r["sdpa32_wall"], r["sdpa16_wall"] = wall(sdpa32, torch, reps), wall(sdpa16, torch, reps)
         r["kv_bytes"] = sum(inputs[n].numel() * inputs[n].element_size() for n in ("K", "V", "ks", "vs") if n in inputs)
         r["min_bytes"] = r["kv_bytes"] + q.numel() * q.element_size() + out.numel() * out.element_size()
@@ -291,6 +297,8 @@ def parser(prog: str = "python -m moac.gpu") -> argparse.ArgumentParser:
                     help="a size (repeatable); every size the bundle was not built for must be given")
     ap.add_argument("--reps", type=_positive, default=50, help="timed repetitions (default 50)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    ap.add_argument("--cold", action="store_true",
+                    help="also time the kernels with the L2 cache evicted before every call")
     ap.add_argument("--json", type=Path, metavar="OUT", help="also write the results here")
     return ap
 
@@ -302,6 +310,10 @@ def _line(r: dict) -> str:
         head += f", max err {r['err']:.1e} vs float64, SDPA bf16 kernel {us(r['sdpa16_kernel'])}"
     else:
         head += ", no reference (written: " + ("yes" if r["written"] else "NO") + ")"
+    if "moac_kernel_cold" in r:
+        head += f", cold L2 kernel {us(r['moac_kernel_cold'])}"
+        if "sdpa16_kernel_cold" in r:
+            head += f" (SDPA bf16 {us(r['sdpa16_kernel_cold'])})"
     head += f", host entry {r['host_err']:.1e}"
     if r["graph"]:
         head += f", CUDA graph replay err {r['graph']['err']:.1e}"
@@ -320,9 +332,10 @@ def main(argv: list | None = None, prog: str = "python -m moac.gpu") -> int:
             raise MoacError("torch sees no CUDA device: GPU bundles run on an NVIDIA GPU")
         print(f"GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}", flush=True)
         results, ok = [], True
+        flush = l2_flush(torch) if a.cold else None
         for b, k in zip(a.bundles, kernels):
             try:
-                r = run_one(k, sizes, a.reps, torch, a.seed)
+                r = run_one(k, sizes, a.reps, torch, a.seed, flush)
             except Exception as e:                        # this bundle's sizes, say: report, go on
                 msg = e.render() if isinstance(e, MoacError) else f"{type(e).__name__}: {e}"
                 r = dict(name=b.stem, ok=False, error=msg)
