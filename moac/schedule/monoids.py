@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import math
 
-import sympy as sp
-
-from .ir import Const, Let, Local, Loop, Op, Select, Set
+from .ir import Const, Let, Local, Loop, Op, Set
 
 
 def _exp_diff(m, M):
