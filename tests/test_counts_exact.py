@@ -169,3 +169,25 @@ def test_per_token_bytes_of_a_count_with_a_min_are_its_long_sequence_limit():
     assert "KV bytes/token 8 per layer (∂ minimum / ∂n as n grows) = 8 bytes" in text and "Heaviside" not in text
     plain = cost.analyse(moac.load("examples/decode_gqa.moa"), {"hq": 32, "hkv": 8, "dk": 128, "dv": 128})
     assert not plain.growing
+
+
+def test_sixteen_taps_leave_one_min():
+    # the sweep added hi − max(lo, H) per tap, a max of its own each: capping a union of 8 of
+    # them took minutes; min(hi − lo, hi − H) is one atom, min(1, n − 15), for all 16
+    onf = moac.parse(_taps(16), "t16.moa").onf(target="c")
+    assert [str(m) for m in onf.traffic.atoms(sp.Min, sp.Max)] == ["Min(1, n - 15)"]
+    assert at(onf.traffic, {"n": 40}) == 4 * ((40 - 15) + 40)
+
+
+def test_a_gang_counts_its_heads_and_one_piece_of_a_catenation():
+    # no gang cache: decode_gqa's gang loads the Q rows and partials of its 4 heads (they
+    # counted all 32: 2048·129·n/chunk), as --no-share-kv's 32 gangs of one head do together;
+    # the pieces of a catenation stand under guards of their own, and a gang's lanes read one
+    gqa = {"hq": 32, "hkv": 8, "dk": 128, "dv": 128}
+    prog = moac.load("examples/decode_gqa.moa")
+    shared, apart = (prog.onf(sizes=gqa, share_kv=s).counts.gang_traffic for s in (True, False))
+    n, chunk = (next(s for s in shared.free_symbols if s.name == name) for name in ("n", "chunk"))
+    per_head = lambda e: sp.expand(e * chunk).coeff(n).subs(chunk, 0)       # noqa: E731  (the 129·n term)
+    assert per_head(shared) == per_head(apart) == 256 * 129
+    cat = moac.parse("size n\ninput x : f32 ⟨(2 × n)⟩\nc = (n ▽ x) # (n △ x)\noutput c\n", "c.moa")
+    assert cat.onf(target="c", sizes={"n": 64}).counts.gang_traffic == 1024

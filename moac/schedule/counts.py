@@ -21,7 +21,7 @@ from ..dtypes import BYTES as DTYPE_BYTES
 from ..front.core import source_ops
 from ..front.data import bounds, has_data
 from ..front.sizes import resolve
-from .index import (data_terms, gamma, gamma_text, guard_branches, internal, lane_diff, narrow_update,
+from .index import (data_terms, footprint, gamma, gamma_text, guard_branches, internal, lane_diff, narrow_update,
                     size_key, verdict)
 from .union import needed_reads, nonnegative_given, size_facts, union_footprint
 from .ir import (Guard, LastGang, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, TensorTile, Unpack,
@@ -235,9 +235,10 @@ def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None, facts: tuple
     """(DRAM bytes, of which scratch): per buffer and direction the elements its accesses
     touch over `extents(access)`: with `starts(access)` (where guards begin the variables)
     the union of their footprints (union.union_footprint), at most the buffer as the size
-    `facts` decide it (`_at_most`); without it (a gang's share) their union where their
-    boxes are disjoint, nested or strided progressions (the 4 heads 4·a + m of a gang, m < 4),
-    else the largest one, at most the buffer compared at sizes of 64."""
+    `facts` decide it (`_at_most`); without it (a gang's share) their union where they
+    stand under one guard and their boxes are disjoint, nested or strided progressions (the
+    4 heads 4·a + m of a gang, m < 4), else the largest one, at most the buffer compared at
+    sizes of 64."""
     total, scratch = sp.Integer(0), sp.Integer(0)
     for arr in sorted({a.array for a in accesses}):
         buf = bufs[arr]
@@ -246,7 +247,11 @@ def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None, facts: tuple
         for write in (False, True):
             accs = [a for a in accesses if a.array == arr and a.write == write]
             if accs:
-                if starts is None:          # a gang's share: its reads from 0, boxes only where apart or nested
+                if starts is None and len({frozenset(a.starts) for a in accs}) > 1:
+                    # a gang's share of reads under different guards (the pieces of a catenation):
+                    # the largest, as a gang's lanes read one piece or the other
+                    fp = max((footprint(a.logical, buf.shape, extents(a)) for a in accs), key=size_key)
+                elif starts is None:        # a gang's share of reads under one guard: their union
                     fp = union_footprint([(a.logical, extents(a), {}) for a in accs], buf.shape, boxes_exact=False,
                                          capped=False)
                 else:
