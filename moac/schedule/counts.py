@@ -23,7 +23,7 @@ from ..front.data import bounds, has_data
 from ..front.sizes import resolve
 from .index import (data_terms, footprint, gamma, gamma_text, guard_branches, internal, lane_diff, narrow_update,
                     size_key, verdict)
-from .union import needed_reads, nonnegative_given, size_facts, union_footprint
+from .union import needed_reads, ordered, size_facts, union_footprint
 from .ir import (Guard, LastGang, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, TensorTile, Unpack,
                  expr_reads, Prefetch)
 
@@ -280,12 +280,8 @@ def _at_most(fp, size, facts: tuple) -> sp.Expr:
     of a cache of N where the program requires n + 1 ≤ N: n), else the smaller where every
     size is 64 (size_key; min(fp, size) would be exact but reads min(B, B·maxp) where a
     size of 0 is all that separates them)."""
-    d = sp.expand(size - fp)
-    if nonnegative_given(d, facts):
-        return fp
-    if nonnegative_given(-d, facts):
-        return size
-    return min(fp, size, key=size_key)
+    o = ordered(fp, size, facts)
+    return min(fp, size, key=size_key) if o is None else o[0]
 
 
 def minimum(s: Schedule) -> sp.Expr:

@@ -60,20 +60,41 @@ def _strided(accesses: list, fps: list):
     seen: list = []
     total = sp.Integer(0)
     for p, fp in zip(progs, fps):
-        flat = [x for ax in p for x in ax]
-        if any(all(sp.expand(x - y) == 0 for x, y in zip(flat, q)) for q in seen):
-            continue
-        seen.append(flat)
-        total += fp
+        if not any(_equal(p, q) for q in seen):
+            seen.append(p)
+            total += fp
     return sp.expand(total)
 
 
-def _capped(total, size, facts: tuple):
-    """min(total, size), as one of them where the facts decide it: comparing them at sizes of
-    64 (size_key) took the whole array for two reads of L at offsets 1 and n − L."""
-    if nonnegative_given(size - total, facts):
-        return total
-    return size if nonnegative_given(total - size, facts) else sp.Min(total, size)
+def _equal(xs, ys) -> bool:
+    """Two tuples of expressions (intervals, boxes, progressions) equal item by item."""
+    if isinstance(xs, tuple) and isinstance(ys, tuple):
+        return len(xs) == len(ys) and all(_equal(x, y) for x, y in zip(xs, ys))
+    return sp.expand(xs - ys) == 0
+
+
+def ordered(x, y, facts: tuple = ()):
+    """(the smaller, the larger) of x and y where the sizes' facts decide it (x first where
+    both hold), else None."""
+    if nonnegative_given(sp.expand(y - x), facts):
+        return x, y
+    if nonnegative_given(sp.expand(x - y), facts):
+        return y, x
+    return None
+
+
+def _min(x, y, facts: tuple):
+    """min(x, y), as one of them where the facts decide it: an array against a union of
+    reads compared at sizes of 64 (size_key) took the whole array for two reads of L at
+    offsets 1 and n − L."""
+    o = ordered(x, y, facts)
+    return sp.Min(x, y) if o is None else o[0]
+
+
+def _max(x, y, facts: tuple):
+    """max(x, y), as one of them where the facts decide it (x where both hold)."""
+    o = ordered(y, x, facts)
+    return sp.Max(x, y) if o is None else o[1]
 
 
 def _provably_le(a, b) -> bool:
@@ -99,16 +120,16 @@ def union_footprint(accesses: list, shape: tuple, boxes_exact: bool = True, fact
     largest = max(fps, key=size_key)
     if len(accesses) == 1:
         return largest
+    size = sp.Mul(*shape) if shape else sp.Integer(1)
     boxes = [_box(idx, ext, st) for idx, ext, st in accesses]
     if any(b is None for b in boxes):
         strided = _strided(accesses, fps)
         if strided is None:
             return largest
-        return _capped(strided, sp.Mul(*shape) if shape else sp.Integer(1), facts) if capped else strided
+        return _min(strided, size, facts) if capped else strided
     distinct: list = []
     for b in boxes:
-        if not any(all(sp.expand(x[0] - y[0]) == 0 and sp.expand(x[1] - y[1]) == 0 for x, y in zip(b, c))
-                   for c in distinct):
+        if not any(_equal(b, c) for c in distinct):
             distinct.append(b)
 
     def inside(b, c):
@@ -122,7 +143,6 @@ def union_footprint(accesses: list, shape: tuple, boxes_exact: bool = True, fact
         return sum_dependent(idx, [hi - lo for lo, hi in b], ext)
     apart = all(any(_provably_le(x[1], y[0]) or _provably_le(y[1], x[0]) for x, y in zip(b, c))
                 for k, b in enumerate(distinct) for c in distinct[k + 1:])
-    size = sp.Mul(*shape) if shape else sp.Integer(1)
     if apart:
         total = sp.expand(sum((volume(b) for b in distinct), sp.Integer(0)))
     else:
@@ -133,7 +153,7 @@ def union_footprint(accesses: list, shape: tuple, boxes_exact: bool = True, fact
                 total = _swept(distinct, facts)
         if total is None:
             return largest
-        return _capped(total, size, facts) if capped else total
+        return _min(total, size, facts) if capped else total
     over = sp.expand(total - size)
     return size if nonnegative(over) else total
 
@@ -171,8 +191,7 @@ def _swept(boxes: list, facts: tuple):
     than SWEPT_ATOMS mins and maxes stay undecided (reads of several lengths)."""
     if any(has_data(sp.sympify(e)) for b in boxes for ax in b for e in ax):
         return None
-    same = lambda x, y: sp.expand(x[0] - y[0]) == 0 and sp.expand(x[1] - y[1]) == 0   # noqa: E731
-    differ = [a for a in range(len(boxes[0])) if not all(same(b[a], boxes[0][a]) for b in boxes[1:])]
+    differ = [a for a in range(len(boxes[0])) if not all(_equal(b[a], boxes[0][a]) for b in boxes[1:])]
     if len(differ) != 1:
         return None
     a = differ[0]
@@ -184,18 +203,19 @@ def _swept(boxes: list, facts: tuple):
     for i in range(1, len(ivs)):            # insertion sort by lo, each comparison proved
         j = i
         while j > 0:
-            d = sp.expand(ivs[j][0] - ivs[j - 1][0])
-            if nonnegative_given(d, facts):
-                break
-            if not nonnegative_given(-d, facts):
+            before, here = ivs[j - 1][0], ivs[j][0]
+            o = ordered(before, here, facts)
+            if o is None:
                 return None
+            if o[0] is before:
+                break
             ivs[j - 1], ivs[j] = ivs[j], ivs[j - 1]
             j -= 1
     total, top = sp.Integer(0), None
     for lo, hi in ivs:
-        new = sp.expand(hi - lo) if top is None else _larger(sp.expand(hi - lo), sp.expand(hi - top), facts, -1)
+        new = sp.expand(hi - lo) if top is None else _min(sp.expand(hi - lo), sp.expand(hi - top), facts)
         total += lo_hi_length(sp.Integer(0), new, facts)
-        top = hi if top is None else _larger(top, hi, facts)
+        top = hi if top is None else _max(top, hi, facts)
     total = sp.expand(rest * total)
     return total if len(total.atoms(sp.Min, sp.Max)) <= SWEPT_ATOMS else None
 
@@ -204,26 +224,11 @@ SWEPT_ATOMS = 8         # a swept union with more undecided mins and maxes than 
                         # by the array took 0.5 s with 8 (4 reads of 3 lengths), 18 s with 17 (7 reads)
 
 
-def _larger(x, y, facts: tuple, sign: int = 1):
-    """max(x, y) (min(x, y) with sign −1), as one of them where the facts decide it."""
-    d = sp.expand(sign * (x - y))
-    if nonnegative_given(d, facts):
-        return x
-    if nonnegative_given(-d, facts):
-        return y
-    return sp.Max(x, y) if sign > 0 else sp.Min(x, y)
-
-
 def lo_hi_length(lo, hi, facts: tuple = ()) -> sp.Expr:
     """max(0, hi − lo): hi − lo where it is ≥ 0 provably or by a fact f ≥ 0 of the sizes
     that it exceeds (n − h where the program requires h ≤ n), 0 where it is ≤ 0 provably,
     and the max where the sign depends on the sizes (n − 2·h; n − 2, 0 at n = 1)."""
-    d = sp.expand(hi - lo)
-    if nonnegative_given(d, facts):
-        return d
-    if nonnegative_given(-d, facts):
-        return sp.Integer(0)
-    return sp.Max(0, d)
+    return _max(sp.expand(hi - lo), sp.Integer(0), facts)
 
 
 @functools.lru_cache(maxsize=4096)
