@@ -19,7 +19,6 @@ serving loop meets a layer's K and V.
 """
 from __future__ import annotations
 
-import argparse
 import ctypes
 import json
 import os
@@ -29,7 +28,7 @@ from pathlib import Path
 from gpu_runtime import bundle_runtime  # noqa: E402  (puts the repository's moac on sys.path)
 
 from moac.gpu import load_bundle  # noqa: E402
-from moac.gpu.run import l2_flush, run_one  # noqa: E402
+from moac.gpu.run import l2_flush, parser, run_one, sizes_of  # noqa: E402
 
 
 def copy_ceiling(torch, nbytes: int = 1 << 30, reps: int = 20) -> float:
@@ -52,19 +51,10 @@ def copy_ceiling(torch, nbytes: int = 1 << 30, reps: int = 20) -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("bundles", nargs="*", type=Path, help="NAME.json manifests")
+    ap = parser("bench/gpu_run.py", " ".join(__doc__.split("\n\n")[0].split()), bundles="*")
     ap.add_argument("--cases", type=Path, help="a cases.json of bench/gpu_cases.py (bundles with their sizes)")
-    ap.add_argument("-D", dest="defs", action="append", default=[], metavar="NAME=VALUE")
-    ap.add_argument("--reps", type=int, default=50)
-    ap.add_argument("--cold", action="store_true",
-                    help="also time the kernels with the L2 cache evicted before every call")
-    ap.add_argument("--json", type=Path, help="also write the results here")
     a = ap.parse_args()
-    sizes = {}
-    for d in a.defs:
-        k, _, v = d.partition("=")
-        sizes[k] = int(v)
+    sizes = sizes_of(a.defs, ap)
     runs = [(b, dict(sizes), b.stem) for b in a.bundles]
     if a.cases:
         for c in json.loads(a.cases.read_text()):
@@ -94,7 +84,7 @@ def main() -> int:
     ok = True
     for b, sz, name in runs:
         try:
-            r = run_one(load_bundle(b), sz, a.reps, torch, flush=flush)
+            r = run_one(load_bundle(b), sz, a.reps, torch, a.seed, flush)
         except Exception as e:                 # record it and go on with the next bundle
             print(f"  {name}: FAILED: {type(e).__name__}: {e}", flush=True)
             results.append(dict(name=name, ok=False, error=f"{type(e).__name__}: {e}"))

@@ -264,7 +264,8 @@ def run_one(kernel: DeviceKernel, sizes: dict, reps: int, torch, seed: int = 0, 
     return r
 
 
-def _defs(pairs: list, ap) -> dict:
+def sizes_of(pairs: list, ap) -> dict:
+    """The -D name=value pairs as sizes; a malformed one is the parser's usage error."""
     out = {}
     for d in pairs:
         k, sep, v = d.partition("=")
@@ -289,10 +290,13 @@ def _positive(text: str) -> int:
     return v
 
 
-def parser(prog: str = "python -m moac.gpu") -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog=prog, description="Run GPU bundles on random CUDA tensors (moac.gpu."
-                                 "DeviceKernel), check them against float64 and time them.")
-    ap.add_argument("bundles", nargs="+", type=Path, metavar="BUNDLE.json",
+def parser(prog: str = "python -m moac.gpu", description: str | None = None,
+           bundles: str = "+") -> argparse.ArgumentParser:
+    """The options of `python -m moac.gpu`; bench/gpu_run.py adds its case lists to them
+    (there the bundles may be left out, `bundles="*"`)."""
+    ap = argparse.ArgumentParser(prog=prog, description=description or "Run GPU bundles on random CUDA tensors "
+                                 "(moac.gpu.DeviceKernel), check them against float64 and time them.")
+    ap.add_argument("bundles", nargs=bundles, type=Path, metavar="BUNDLE.json",
                     help="manifests written by moac compile --offload nvptx")
     ap.add_argument("-D", dest="defs", action="append", default=[], metavar="NAME=VALUE",
                     help="a size (repeatable); every size the bundle was not built for must be given")
@@ -324,7 +328,7 @@ def _line(r: dict) -> str:
 def main(argv: list | None = None, prog: str = "python -m moac.gpu") -> int:
     ap = parser(prog)
     a = ap.parse_args(argv)
-    sizes = _defs(a.defs, ap)
+    sizes = sizes_of(a.defs, ap)
     try:
         kernels = [load_bundle(b) for b in a.bundles]      # before torch: an OpenACC bundle's libgomp
         from .bundle import _torch
