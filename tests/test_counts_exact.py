@@ -191,3 +191,17 @@ def test_a_gang_counts_its_heads_and_one_piece_of_a_catenation():
     assert per_head(shared) == per_head(apart) == 256 * 129
     cat = moac.parse("size n\ninput x : f32 ⟨(2 × n)⟩\nc = (n ▽ x) # (n △ x)\noutput c\n", "c.moa")
     assert cat.onf(target="c", sizes={"n": 64}).counts.gang_traffic == 1024
+
+
+@pytest.mark.parametrize("length", [7, 8, 9, 40, 100])
+def test_a_gang_share_of_fixed_sizes_counts_whole_gangs(length):
+    # one gang of 32 lanes over 6 elements read 4 + 2 elements of x and wrote 6 of y, but its
+    # share, capped by x, was scaled by the trip 6/32: 39/4 bytes, below the DRAM traffic.
+    # Each gang's lanes read x[i] or x[i + 1] (the catenation's pieces) and write y[i]: with
+    # length − 1 outputs over ⌈(length − 1)/32⌉ gangs every gang touches as many elements of x
+    # as it writes of y, counted here gang by gang
+    src = f"input x : f32 ⟨{length}⟩\ny = (4 △ x) # ({length - 5} △ 5 ▽ x)\noutput y\n"
+    counts = moac.parse(src, "g.moa").onf(target="openacc").counts
+    outputs = length - 1
+    per_gang = [min(32, outputs - g) for g in range(0, outputs, 32)]
+    assert counts.gang_traffic == sum(4 * (e + e) for e in per_gang) == counts.traffic

@@ -10,6 +10,7 @@ loops around it (a lifted loop counts what its lifting covers, `Loop.count`).
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import sympy as sp
@@ -213,22 +214,38 @@ def _repeat(loop, f) -> sp.Expr:
 def _gang_traffic(s: Schedule, kernel, accesses: list, bufs: dict) -> sp.Expr:
     """DRAM bytes when gangs share no cache: what one gang touches (its gang variables
     fixed, an axis lifted over a gang loop narrowed to the lifting's inner extent) times
-    the gang iterations (the chain of gang loops, by what they count)."""
-    gangs, body, iters = set(), kernel.body, sp.Integer(1)
-    while len(body) == 1 and isinstance(body[0], Loop) and body[0].level == "gang":
-        gangs.add(body[0].var.name)
-        iters *= body[0].count
-        body = body[0].body
-    if not gangs:
+    the gang iterations (the chain of gang loops, by what they count).  With fixed sizes a
+    lifting counts ⌊N/factor⌋ full gangs and one of the remainder, so that a share capped by
+    its buffer (one gang of 32 lanes over 6 elements) is not scaled by the trip 6/32."""
+    chain = _gang_chain(kernel)
+    if not chain:
         return _kernel_bytes(accesses, bufs, lambda a: dict(a.extents))[0]
-    inner = {lf.var: lf.factor for lf in s.lifts if lf.outer in gangs}
+    gangs = {lp.var.name for lp in chain}
+    lifts = [lf for lf in s.lifts if lf.outer in gangs]
 
-    def per_gang(a) -> dict:
-        ext = {}
-        for v, n in a.extents:
-            ext[v] = sp.Integer(1) if v.name in gangs else sp.sympify(inner.get(v.name, n))
-        return ext
-    return sp.expand(iters * _kernel_bytes(accesses, bufs, per_gang)[0])
+    def bytes_per_gang(inner: dict) -> sp.Expr:
+        def per_gang(a) -> dict:
+            return {v: sp.Integer(1) if v.name in gangs else sp.sympify(inner.get(v.name, n)) for v, n in a.extents}
+        return _kernel_bytes(accesses, bufs, per_gang)[0]
+    sizes = [(sp.sympify(lf.extent), sp.sympify(lf.factor)) for lf in lifts]
+    if not lifts or not all(n.is_Integer and f.is_Integer for n, f in sizes):
+        # a lifted gang loop counts N/factor gangs (its trip) of `factor` elements each
+        return sp.expand(sp.Mul(*(lp.count for lp in chain)) * bytes_per_gang({lf.var: lf.factor for lf in lifts}))
+    lifted = {lf.outer for lf in lifts}
+    total = sp.Integer(0)
+    for pick in itertools.product(*[[(n // f, f), (sp.Integer(1), n % f)] for n, f in sizes]):
+        if all(k and e for k, e in pick):
+            total += sp.Mul(*(k for k, _ in pick)) * bytes_per_gang({lf.var: e for lf, (_, e) in zip(lifts, pick)})
+    return sp.expand(sp.Mul(*(lp.count for lp in chain if lp.var.name not in lifted)) * total)
+
+
+def _gang_chain(kernel) -> list:
+    """The kernel's outermost gang loops, nested one in the other."""
+    chain, body = [], kernel.body
+    while len(body) == 1 and isinstance(body[0], Loop) and body[0].level == "gang":
+        chain.append(body[0])
+        body = body[0].body
+    return chain
 
 
 def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None, facts: tuple = (), boxed=None) -> tuple:
