@@ -160,7 +160,9 @@ def stages(t: cir.Tile) -> int:
     of steps at a time), so the bytes on their way a multiprocessor do too.  Measured on the
     H200 (docs/benchmarks.md, 2026-12-03): fp8 B = 32 (4 KB steps, 1024 gangs) with 2 / 3 /
     4 stages 78.1 / 76.1 / 77.0 µs; bf16 (8 KB steps) with 512 gangs and 3 / 5 stages 124.2 /
-    125.9 µs, with 1024 gangs and 2 / 3 / 4 stages 132.7 / 131.9 / 150.4 µs.
+    125.9 µs, with 1024 gangs and 2 / 3 / 4 stages 132.7 / 131.9 / 150.4 µs; 4 warps a gang,
+    2 / 3 stages, 2026-12-06: B = 32 124.6 / 124.1, MHA B = 8 122.8 / 122.8 (the H100 had 2
+    stages 0.3–1.1 % faster: the count fits the GPU's bytes on their way, not the program).
     MOAC_CUDA_TILE_STAGES sets another count (at least 2), for experiments."""
     forced = os.environ.get("MOAC_CUDA_TILE_STAGES")
     if forced is not None:
