@@ -400,3 +400,30 @@ def test_the_warps_of_a_one_gang_frame_share_out_its_columns_where_they_divide_a
     assert [tiles._shared_out(tile(128, w)) for w in (2, 4, 8, 16)] == [True, True, True, True]
     assert [tiles._shared_out(tile(64, w)) for w in (2, 4, 8, 16)] == [True, True, True, False]
     assert not tiles._shared_out(tile(128, 3)) and not tiles._shared_out(tile(256, 2))     # 16 blocks a warp: two 64-wide blocks
+
+
+def test_an_experiment_may_rotate_the_steps_of_each_block(tmp_path, monkeypatch):
+    # MOAC_CUDA_TILE_ROTATE=1 (not measured yet, docs/benchmarks.md 2026-12-06): each block takes
+    # its chunk's steps from a step of its own around to the one before; every token offset
+    # the tile derives from a step (the copies' rows, the page block, the scores' tokens) goes
+    # through the rotation, and nothing else changes
+    src = bf16("decode_gqa_batched", tmp_path)
+    plain = moac.load(src).c_source(target="cuda", sizes=GQA)
+    monkeypatch.setenv("MOAC_CUDA_TILE_ROTATE", "1")
+    rot = moac.load(src).c_source(target="cuda", sizes=GQA)
+    assert "moac_rot" not in plain
+    old, new = plain.splitlines(), rot.splitlines()
+    added = [ln for ln in new if " moac_ns = " in ln or " moac_rot = " in ln]
+    assert [ln.split("=")[0].strip() for ln in added] == [f"const int{w}_t moac_{v}" for w in (64, 32) for v in ("ns", "rot")]
+    kept = [ln for ln in new if ln not in added]
+    assert len(kept) == len(old)
+    changed = [(a, b) for a, b in zip(old, kept) if a != b]
+    assert changed and all("moac_rot" in b for _, b in changed)
+    assert all(any(k in a for k in ("moac_blk =", "moac_kb +", "moac_vb +", "moac_u =")) for a, _ in changed)
+    if shutil.which("nvcc"):
+        cu = tmp_path / "rot.cu"
+        cu.write_text(rot, encoding="utf-8")
+        flags = [f for f in compile_flags("cuda", werror=True) if f not in ("-shared", "-Xcompiler", "-fPIC")]
+        r = subprocess.run([shutil.which("nvcc")] + flags + ["-cubin", "-o", str(tmp_path / "rot.cubin"), str(cu)],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr

@@ -263,6 +263,14 @@ def _staged(t: cir.Tile, S: int, itype: str, ctype: str, e, ind) -> list[str]:
              f"        const {itype} moac_jw = 16 * moac_warp;   /* this warp's first step: steps w, w + {W}, ... */"]
         first = ["moac_jw"] + [f"moac_jw + {16 * W * k}" for k in range(1, S - 1)]
     L += [f"        moac_kv_tile<{t.dk}, {t.dv}, {st}> moac_ta;", *ind(_read_registers(t, tuple(f"moac_r{k}" for k in range(S))), 2)]
+    if rotated():
+        L += [f"        const {itype} moac_ns = (moac_tn + 15) / 16 * 16;   /* the chunk's steps, in tokens */",
+              f"        const {itype} moac_rot = 16 * (({itype})(blockIdx.x * 37u) % (moac_ns / 16));   "
+              "/* this block's first step: the blocks' streams staggered (MOAC_CUDA_TILE_ROTATE) */"]
+        plain_copy = copy
+
+        def copy(k: int, j: str) -> list[str]:          # noqa: F811  (the step j of the chunk taken rotated)
+            return plain_copy(k, _rotate(j))
     for k in range(S - 1):
         L += [f"        if ({first[k]} < moac_tn)", *ind(copy(k, first[k]), 3), "        moac_cp_commit();"]
     ahead = "the next step's copies" if S == 2 else f"the copies {S - 1} steps ahead"
@@ -278,9 +286,21 @@ def _staged(t: cir.Tile, S: int, itype: str, ctype: str, e, ind) -> list[str]:
               f"            moac_cp_wait<{S - 1}>();",
               "            __syncwarp();",
               f"            moac_tile_read(moac_ta, moac_stage[{k}], moac_tr, moac_tc);"]
-        L += ind(_step(t, "moac_ta", j, itype, ctype, f"moac_r{k}"), 3)
+        L += ind(_step(t, "moac_ta", _rotate(j) if rotated() else j, itype, ctype, f"moac_r{k}"), 3)
         L += ["            __syncwarp();"]
     return L
+
+
+def rotated() -> bool:
+    """Whether the blocks take their chunk's steps rotated, each from a step of its own
+    (blockIdx.x · 37 mod the steps) around to the one before: an experiment
+    (MOAC_CUDA_TILE_ROTATE=1), not measured to help; off by default."""
+    return os.environ.get("MOAC_CUDA_TILE_ROTATE") == "1"
+
+
+def _rotate(j: str) -> str:
+    """The token offset of logical step j in the rotated order (moac_rot, moac_ns: _staged)."""
+    return f"(({j}) + moac_rot < moac_ns ? ({j}) + moac_rot : ({j}) + moac_rot - moac_ns)"
 
 
 def _reads_lanes(x) -> bool:
