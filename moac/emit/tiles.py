@@ -265,7 +265,7 @@ def _staged(t: cir.Tile, S: int, itype: str, ctype: str, e, ind) -> list[str]:
     L += [f"        moac_kv_tile<{t.dk}, {t.dv}, {st}> moac_ta;", *ind(_read_registers(t, tuple(f"moac_r{k}" for k in range(S))), 2)]
     if rotated():
         L += [f"        const {itype} moac_ns = (moac_tn + 15) / 16 * 16;   /* the chunk's steps, in tokens */",
-              f"        const {itype} moac_rot = 16 * (({itype})(blockIdx.x * 37u) % (moac_ns / 16));   "
+              f"        const {itype} moac_rot = 16 * ({itype})(blockIdx.x * 37u % (unsigned)(moac_ns / 16));   "
               "/* this block's first step: the blocks' streams staggered (MOAC_CUDA_TILE_ROTATE) */"]
         plain_copy = copy
 
