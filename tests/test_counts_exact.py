@@ -205,3 +205,13 @@ def test_a_gang_share_of_fixed_sizes_counts_whole_gangs(length):
     outputs = length - 1
     per_gang = [min(32, outputs - g) for g in range(0, outputs, 32)]
     assert counts.gang_traffic == sum(4 * (e + e) for e in per_gang) == counts.traffic
+
+
+def test_each_kernel_counts_the_gangs_of_its_own_liftings():
+    # every kernel that lifts axis i names its gang loop i_g: a kernel took the liftings of
+    # all of them, and counted its gangs once per kernel (y and z over ⟨40⟩: 640 bytes each
+    # for 320), or another kernel's length (z over 100 counted in y's kernel)
+    for src, want in (("input x : f32 ⟨40⟩\ny = x + x\nz = x × 2\noutput y, z\n", [320, 320]),
+                      ("input x : f32 ⟨40⟩\ninput w : f32 ⟨100⟩\ny = x + x\nz = w × 2\noutput y, z\n", [320, 800])):
+        kernels = moac.parse(src, "two.moa").onf(target="openacc").counts.kernels
+        assert [k.gang_traffic for k in kernels] == [k.traffic for k in kernels] == want

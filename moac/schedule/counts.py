@@ -221,7 +221,7 @@ def _gang_traffic(s: Schedule, kernel, accesses: list, bufs: dict) -> sp.Expr:
     if not chain:
         return _kernel_bytes(accesses, bufs, lambda a: dict(a.extents))[0]
     gangs = {lp.var.name for lp in chain}
-    lifts = [lf for lf in s.lifts if lf.outer in gangs]
+    lifts = _own_lifts(s, chain)
 
     def bytes_per_gang(inner: dict) -> sp.Expr:
         def per_gang(a) -> dict:
@@ -237,6 +237,19 @@ def _gang_traffic(s: Schedule, kernel, accesses: list, bufs: dict) -> sp.Expr:
         if all(k and e for k, e in pick):
             total += sp.Mul(*(k for k, _ in pick)) * bytes_per_gang({lf.var: e for lf, (_, e) in zip(lifts, pick)})
     return sp.expand(sp.Mul(*(lp.count for lp in chain if lp.var.name not in lifted)) * total)
+
+
+def _own_lifts(s: Schedule, chain: list) -> list:
+    """The liftings of these gang loops, each once: the schedule's liftings name their outer
+    loop (i_g) alike in every kernel that lifts the axis, so a lifting is this kernel's
+    where its loop of that name counts extent ÷ factor (x over 40 and z over 100 both lift
+    i over i_g)."""
+    trips = {lp.var.name: sp.sympify(lp.count) for lp in chain}
+    own = []
+    for lf in s.lifts:
+        if lf.outer in trips and lf not in own and sp.expand(trips[lf.outer] - sp.sympify(lf.extent) / lf.factor) == 0:
+            own.append(lf)
+    return own
 
 
 def _gang_chain(kernel) -> list:
