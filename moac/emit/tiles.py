@@ -248,9 +248,11 @@ def _staged(t: cir.Tile, S: int, itype: str, ctype: str, e, ind) -> list[str]:
     the token reads of step k + S − 1 issued before step k is read from its stage."""
     st = ST[t.storage]
     geom = f"moac_stage_geom<{t.dk}, {t.dv}, {st}>"
+    at = _rotate if rotated() else (lambda j: j)      # the token offset of logical step j
 
     def copy(k: int, j: str) -> list[str]:
         """Step j's rows into stage k (cp.async) and its token reads into the registers moac_r<k>."""
+        j = at(j)
         lam = ["[&](int moac_t) {{ {}return {}; }}".format(*_row(t, kv, f"{j} + moac_t", j, itype, e)) for kv in (0, 1)]
         return ["{", *_step_base(t, j, itype, e), f"    moac_tile_copy<{t.dk}, {t.dv}, {st}>(moac_stage[{k}],",
                 f"        {lam[0]},", f"        {lam[1]}, moac_lane);", *("    " + ln for ln in _prefetch(t, f"moac_r{k}", j, itype, ctype)), "}"]
@@ -263,14 +265,10 @@ def _staged(t: cir.Tile, S: int, itype: str, ctype: str, e, ind) -> list[str]:
              f"        const {itype} moac_jw = 16 * moac_warp;   /* this warp's first step: steps w, w + {W}, ... */"]
         first = ["moac_jw"] + [f"moac_jw + {16 * W * k}" for k in range(1, S - 1)]
     L += [f"        moac_kv_tile<{t.dk}, {t.dv}, {st}> moac_ta;", *ind(_read_registers(t, tuple(f"moac_r{k}" for k in range(S))), 2)]
-    if rotated():
+    if at is _rotate:
         L += [f"        const {itype} moac_ns = (moac_tn + 15) / 16 * 16;   /* the chunk's steps, in tokens */",
               f"        const {itype} moac_rot = 16 * ({itype})(blockIdx.x * 37u % (unsigned)(moac_ns / 16));   "
               "/* this block's first step: the blocks' streams staggered (MOAC_CUDA_TILE_ROTATE) */"]
-        plain_copy = copy
-
-        def copy(k: int, j: str) -> list[str]:          # noqa: F811  (the step j of the chunk taken rotated)
-            return plain_copy(k, _rotate(j))
     for k in range(S - 1):
         L += [f"        if ({first[k]} < moac_tn)", *ind(copy(k, first[k]), 3), "        moac_cp_commit();"]
     ahead = "the next step's copies" if S == 2 else f"the copies {S - 1} steps ahead"
@@ -286,7 +284,7 @@ def _staged(t: cir.Tile, S: int, itype: str, ctype: str, e, ind) -> list[str]:
               f"            moac_cp_wait<{S - 1}>();",
               "            __syncwarp();",
               f"            moac_tile_read(moac_ta, moac_stage[{k}], moac_tr, moac_tc);"]
-        L += ind(_step(t, "moac_ta", _rotate(j) if rotated() else j, itype, ctype, f"moac_r{k}"), 3)
+        L += ind(_step(t, "moac_ta", at(j), itype, ctype, f"moac_r{k}"), 3)
         L += ["            __syncwarp();"]
     return L
 
