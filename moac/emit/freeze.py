@@ -19,7 +19,7 @@ from ..dnf.walk import divmod_pair
 from ..front.data import INDEX_DTYPES
 from ..schedule.index import gamma
 from ..schedule.ir import (Const, Guard, IndexValue, LastGang, Let, LetIndex, Local, Loop, Op, Read, Schedule, Scope,
-                           Select, Serial, Set, Store, TensorTile, Unpack, arrays_touched, Prefetch)
+                           Select, Serial, Set, Store, TensorTile, Unpack, arrays_touched, gang_chain, Prefetch)
 from ..schedule.packing import WORD, word_bytes
 
 PAIRED = ("f8e4m3", "f8e5m2")   # unpacked in pairs: a GPU converts two fp8 to two f16 in one instruction
@@ -375,10 +375,7 @@ class _Freezer:
 
     def loop(self, lp: Loop, arrays: tuple, outermost_gang: bool):
         if lp.level == "gang":
-            chain, inner = 1, lp
-            while len(inner.body) == 1 and isinstance(inner.body[0], Loop) and inner.body[0].level == "gang":
-                chain, inner = chain + 1, inner.body[0]
-            pragma = self.t.gang_pragma(chain, arrays) if outermost_gang else None
+            pragma = self.t.gang_pragma(len(gang_chain((lp,))), arrays) if outermost_gang else None
             if len(lp.body) == 1 and isinstance(lp.body[0], Loop) and lp.body[0].level == "gang":
                 body = (self.loop(lp.body[0], arrays, outermost_gang=False),)
             else:

@@ -26,7 +26,7 @@ from .index import (data_terms, footprint, gamma, gamma_text, guard_branches, in
                     size_key, verdict)
 from .union import needed_reads, ordered, size_facts, union_footprint
 from .ir import (Guard, LastGang, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, TensorTile, Unpack,
-                 expr_reads, Prefetch)
+                 expr_reads, gang_chain, Prefetch)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +217,7 @@ def _gang_traffic(s: Schedule, kernel, accesses: list, bufs: dict) -> sp.Expr:
     the gang iterations (the chain of gang loops, by what they count).  With fixed sizes a
     lifting counts ⌊N/factor⌋ full gangs and one of the remainder, so that a share capped by
     its buffer (one gang of 32 lanes over 6 elements) is not scaled by the trip 6/32."""
-    chain = _gang_chain(kernel)
+    chain = gang_chain(kernel.body)
     if not chain:
         return _kernel_bytes(accesses, bufs, lambda a: dict(a.extents))[0]
     gangs = {lp.var.name for lp in chain}
@@ -250,15 +250,6 @@ def _own_lifts(s: Schedule, chain: list) -> list:
         if lf.outer in trips and lf not in own and sp.expand(trips[lf.outer] - sp.sympify(lf.extent) / lf.factor) == 0:
             own.append(lf)
     return own
-
-
-def _gang_chain(kernel) -> list:
-    """The kernel's outermost gang loops, nested one in the other."""
-    chain, body = [], kernel.body
-    while len(body) == 1 and isinstance(body[0], Loop) and body[0].level == "gang":
-        chain.append(body[0])
-        body = body[0].body
-    return chain
 
 
 def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None, facts: tuple = (), boxed=None) -> tuple:

@@ -418,6 +418,16 @@ class Schedule:
         raise KeyError(name)
 
 
+def gang_chain(body: tuple) -> list:
+    """The gang loops nested one directly in the other from the start of body (a kernel's
+    body, or (loop,)): the chain a target launches as one grid."""
+    chain = []
+    while len(body) == 1 and isinstance(body[0], Loop) and body[0].level == "gang":
+        chain.append(body[0])
+        body = body[0].body
+    return chain
+
+
 def data_arrays(e) -> set:
     """The integer inputs a sympy expression reads."""
     return {r.func.__name__.split("@")[-1] for r in sp.sympify(e).atoms(AppliedUndef)}
