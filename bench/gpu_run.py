@@ -84,7 +84,7 @@ def main() -> int:
     ok = True
     for b, sz, name in runs:
         try:
-            r = run_one(load_bundle(b), sz, a.reps, torch, a.seed, flush)
+            r = run_one(load_bundle(b), sz, a.reps, torch, a.seed, flush, a.rounds)
         except Exception as e:                 # record it and go on with the next bundle
             print(f"  {name}: FAILED: {type(e).__name__}: {e}", flush=True)
             results.append(dict(name=name, ok=False, error=f"{type(e).__name__}: {e}"))

@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("run", add_help=False, help="run GPU bundles on random CUDA tensors, check and time them "
                        "(python -m moac.gpu; needs torch and a GPU)")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="BUNDLE.json [-D NAME=VALUE ...] [--reps N] [--json OUT]")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="BUNDLE.json [-D NAME=VALUE ...] [--reps N] [--rounds R] [--seed S] [--cold] [--json OUT]")
 
     argv = sys.argv[1:] if argv is None else list(argv)
     if sys.stdout is None:              # started with standard output closed (`moac … >&-`)

@@ -463,3 +463,28 @@ def test_kernel_time_on_cold_l2_leaves_the_flush_out():
     warm, cold, both = map(float, r.stdout.split())
     assert cold >= 0.95 * warm
     assert both > 2 * cold                   # the flush (a read of twice the L2) counted only here
+
+
+def test_alternated_rounds_turn_the_order_so_drift_falls_on_every_timer():
+    """moac.gpu.run.alternated: each timer once a round, the order turned by one a round. A
+    clock that drifts upward by one a call gives every timer the same median, where timing
+    each timer's rounds in a block (the old run_one) gave the later ones larger figures."""
+    from moac.gpu.run import alternated
+    calls, clock = [], iter(range(100))
+    timers = {k: (lambda k=k: (calls.append(k), next(clock))[1]) for k in ("moac", "moac_cold", "sdpa", "sdpa_cold")}
+    got = alternated(timers, 4)
+    assert calls == ["moac", "moac_cold", "sdpa", "sdpa_cold", "moac_cold", "sdpa", "sdpa_cold", "moac",
+                     "sdpa", "sdpa_cold", "moac", "moac_cold", "sdpa_cold", "moac", "moac_cold", "sdpa"]
+    assert got["moac"] == [0, 7, 10, 13] and got["sdpa"] == [2, 5, 8, 15]
+    assert sum(got["moac"]) == sum(got["sdpa"]) == sum(got["moac_cold"]) == sum(got["sdpa_cold"])
+    assert alternated({}, 3) == {} and alternated(timers, 0) == {k: [] for k in timers}
+
+
+def test_the_gpu_runners_take_rounds():
+    """--rounds is one option of both runners (moac.gpu.run.parser), a positive count."""
+    from moac.gpu.run import parser
+    ap = parser()
+    assert ap.parse_args(["x.json"]).rounds == 5
+    assert ap.parse_args(["x.json", "--rounds", "2"]).rounds == 2
+    with pytest.raises(SystemExit):
+        ap.parse_args(["x.json", "--rounds", "0"])

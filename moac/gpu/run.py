@@ -184,10 +184,25 @@ def kernel_time(f, match, torch, reps: int, parts: dict | None = None, flush=Non
     return total / reps / 1e6
 
 
-def run_one(kernel: DeviceKernel, sizes: dict, reps: int, torch, seed: int = 0, flush=None) -> dict:
+def alternated(timers: dict, rounds: int) -> dict:
+    """Each timer (name → a function returning seconds) called once a round, `rounds` rounds,
+    the order turned by one place each round, so that the machine's drift between
+    measurements falls on all of them alike: name → its times, in the order taken."""
+    names = list(timers)
+    out = {k: [] for k in names}
+    for i in range(rounds):
+        turn = i % len(names) if names else 0
+        for k in names[turn:] + names[:turn]:
+            out[k].append(timers[k]())
+    return out
+
+
+def run_one(kernel: DeviceKernel, sizes: dict, reps: int, torch, seed: int = 0, flush=None, rounds: int = 1) -> dict:
     """Run, check and time one bundle (the fields bench/gpu_run.py reports); with `flush`
     (l2_flush) the kernels are also timed with L2 evicted before every call
-    (`moac_kernel_cold`, `sdpa16_kernel_cold`)."""
+    (`moac_kernel_cold`, `sdpa16_kernel_cold`).  The kernel times of moac and of SDPA bf16
+    are taken in `rounds` alternating rounds of `reps` calls (`alternated`): each figure
+    is the median of its rounds, the rounds under `<figure>_rounds`."""
     m = kernel.manifest
     inputs, outs = random_inputs(kernel, sizes, torch, seed)
     env = m.sizes(sizes)
@@ -234,10 +249,9 @@ def run_one(kernel: DeviceKernel, sizes: dict, reps: int, torch, seed: int = 0, 
     r["moac_wall"] = wall(launch, torch, reps)
     r["call_wall"] = wall(lambda: kernel(out=outs, **inputs, **sizes), torch, reps)
     mine = lambda k: m.function in k       # noqa: E731  (this bundle's kernels)
-    r["moac_kernel"] = kernel_time(launch, mine, torch, reps, parts)
-    r["moac_kernels_us"] = parts
+    timers = {"moac_kernel": lambda: kernel_time(launch, mine, torch, reps, parts)}
     if flush is not None:
-        r["moac_kernel_cold"] = kernel_time(launch, mine, torch, reps, flush=flush)
+        timers["moac_kernel_cold"] = lambda: kernel_time(launch, mine, torch, reps, flush=flush)
     r["bytes"] = sum(t.numel() * t.element_size() for t in list(inputs.values()) + list(outs.values()))
     if family:
         q4, K4, V4, gqa = sdpa_layout(q, K, V)
@@ -253,12 +267,15 @@ def run_one(kernel: DeviceKernel, sizes: dict, reps: int, torch, seed: int = 0, 
         r["sdpa_err"] = (sdpa32().reshape(out.shape).double() - ref).abs().max().item()
         other = lambda k: "memcpy" not in k.lower()       # noqa: E731
         r["sdpa32_kernel"] = kernel_time(sdpa32, other, torch, reps)
-        r["sdpa16_kernel"] = kernel_time(sdpa16, other, torch, reps)
+        timers["sdpa16_kernel"] = lambda: kernel_time(sdpa16, other, torch, reps)
         if flush is not None:
-            r["sdpa16_kernel_cold"] = kernel_time(sdpa16, other, torch, reps, flush=flush)
+            timers["sdpa16_kernel_cold"] = lambda: kernel_time(sdpa16, other, torch, reps, flush=flush)
         r["sdpa32_wall"], r["sdpa16_wall"] = wall(sdpa32, torch, reps), wall(sdpa16, torch, reps)
         r["kv_bytes"] = sum(inputs[n].numel() * inputs[n].element_size() for n in ("K", "V", "ks", "vs") if n in inputs)
         r["min_bytes"] = r["kv_bytes"] + q.numel() * q.element_size() + out.numel() * out.element_size()
+    for k, ts in alternated(timers, rounds).items():      # moac and SDPA in turn: the machine's drift on both
+        r[k], r[k + "_rounds"] = statistics.median(ts), ts
+    r["moac_kernels_us"] = parts
     ok = r["written"] and r["host_err"] < tol and (r["err"] is None or r["err"] < tol)
     r["ok"] = bool(ok and (r["graph"] is None or r["graph"]["err"] < tol))
     return r
@@ -301,6 +318,9 @@ def parser(prog: str = "python -m moac.gpu", description: str | None = None,
     ap.add_argument("-D", dest="defs", action="append", default=[], metavar="NAME=VALUE",
                     help="a size (repeatable); every size the bundle was not built for must be given")
     ap.add_argument("--reps", type=_positive, default=50, help="timed repetitions (default 50)")
+    ap.add_argument("--rounds", type=_positive, default=5,
+                    help="rounds of --reps calls, moac and SDPA bf16 in turn; each kernel figure is their "
+                    "median (default 5)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     ap.add_argument("--cold", action="store_true",
                     help="also time the kernels with the L2 cache evicted before every call")
@@ -340,7 +360,7 @@ def main(argv: list | None = None, prog: str = "python -m moac.gpu") -> int:
         flush = l2_flush(torch) if a.cold else None
         for b, k in zip(a.bundles, kernels):
             try:
-                r = run_one(k, sizes, a.reps, torch, a.seed, flush)
+                r = run_one(k, sizes, a.reps, torch, a.seed, flush, a.rounds)
             except Exception as e:                        # this bundle's sizes, say: report, go on
                 msg = e.render() if isinstance(e, MoacError) else f"{type(e).__name__}: {e}"
                 r = dict(name=b.stem, ok=False, error=msg)
