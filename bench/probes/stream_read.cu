@@ -11,6 +11,13 @@
  *   kind 4: blocks of 4 warps, each warp its own stages and steps w, w + 4, ... of the block's
  *           slice (the tile kernels' pattern since 2026-12-03): STEP is a warp's step
  *   kind 5: kind 4 with a __syncthreads after each step, so that the block's warps copy in step
+ *   kind 6: kind 4 with the steps of a slice handed out by a counter of the slice (atomicAdd by
+ *           lane 0 of a warp, as it issues the step's copies): a warp whose slice is used up
+ *           takes steps of other slices, (own + 97 j) mod slices for j = 1 ... 8, then stops.
+ *           What perfect balance of the blocks would buy a decode kernel whose blocks finish
+ *           at different times (2026-12-06: the multiprocessors' active cycles spread over
+ *           71-99 % of the kernel's); a decode kernel would fold the stolen steps' partial
+ *           states, which the probe leaves out
  * Built: nvcc -O3 -arch=sm_90a -Xcompiler -fPIC -shared -o stream_read.so stream_read.cu
  * Run: bench/probes/stream_read.py. */
 #include <cstdint>
@@ -145,6 +152,51 @@ __global__ void __launch_bounds__(32 * W) rd_warps(const unsigned char *K, const
     if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
 }
 
+/* kind 6: rd_warps<STEP, S, 4> whose warps claim their steps from the counters next[slice] */
+static __device__ int g_next[8192];
+
+template <int STEP, int S>
+__global__ void __launch_bounds__(128) rd_steal(const unsigned char *K, const unsigned char *V, long long slice,
+                                                unsigned *sink)
+{
+    extern __shared__ __align__(128) unsigned char st_all[];
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+    unsigned char *st = st_all + w * S * 2 * STEP;
+    const int own = blockIdx.x, slices = gridDim.x;
+    const int steps = (int)(slice / STEP);
+    int s = own, hops = 0;
+    int got_s[S], got_i[S];                 /* the slice and step each stage holds (-1: none) */
+    auto claim = [&](int k) {
+        got_i[k] = -1;
+        while (hops <= 8) {
+            int i = 0;
+            if (lane == 0) i = atomicAdd(&g_next[s], 1);
+            i = __shfl_sync(0xffffffffu, i, 0);
+            if (i < steps) { got_s[k] = s; got_i[k] = i; break; }
+            ++hops;
+            s = (int)((own + 97LL * hops) % slices);
+        }
+        if (got_i[k] >= 0)
+            copy_step<STEP, 32>(st + k * 2 * STEP, K + got_s[k] * slice, V + got_s[k] * slice, got_i[k], lane);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+    unsigned acc = 0;
+#pragma unroll
+    for (int k = 0; k < S - 1; ++k) claim(k);
+    for (bool more = true; more;) {
+#pragma unroll
+        for (int k = 0; k < S; ++k) {
+            claim((k + S - 1) % S);
+            asm volatile("cp.async.wait_group %0;" :: "n"(S - 1) : "memory");
+            __syncwarp();
+            if (got_i[k] < 0) { more = false; break; }     /* claims stop for good: the later stages hold none */
+            acc ^= fold_step<STEP, 32>(st + k * 2 * STEP, lane);
+            __syncwarp();
+        }
+    }
+    if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
+}
+
 template <int STEP, int S>
 static int go(int kind, const void *K, const void *V, long long bytes, int blocks, unsigned *sink, cudaStream_t st)
 {
@@ -165,6 +217,12 @@ static int go(int kind, const void *K, const void *V, long long bytes, int block
     } else if (kind == 5) {
         cudaFuncSetAttribute(rd_warps<STEP, S, 4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(4 * sm));
         rd_warps<STEP, S, 4, true><<<blocks, 128, 4 * sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
+    } else if (kind == 6) {
+        void *next = nullptr;
+        if (blocks > 8192 || cudaGetSymbolAddress(&next, g_next) != cudaSuccess) return -2;
+        cudaMemsetAsync(next, 0, sizeof(int) * (size_t)blocks, st);
+        cudaFuncSetAttribute(rd_steal<STEP, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(4 * sm));
+        rd_steal<STEP, S><<<blocks, 128, 4 * sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
     } else {
         cudaFuncSetAttribute(rd_bulk<STEP, S, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sm);
         rd_bulk<STEP, S, true><<<blocks, 32, sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);

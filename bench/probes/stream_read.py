@@ -34,7 +34,10 @@ THIRD = [(4, 4096, 3, 256), (5, 4096, 3, 256), (3, 16384, 3, 256), (3, 16384, 2,
 # fourth: one block a multiprocessor (128 KB of stages or more) against two (96 KB)
 FOURTH = [(4, 4096, 3, 256), (4, 4096, 4, 256), (4, 4096, 6, 256), (3, 16384, 3, 256), (3, 16384, 4, 256),
           (3, 32768, 2, 256), (3, 32768, 3, 256), (3, 16384, 4, 128), (3, 32768, 2, 128)]
-VARIANTS = {"second": SECOND, "third": THIRD, "fourth": FOURTH}.get(os.environ.get("VARIANTS", ""), FIRST)
+# fifth (2026-12-06): the steps handed out by counters, a warp whose slice is used up taking another's
+# (kind 6), beside the same pattern with fixed slices (kind 4)
+FIFTH = [(4, 4096, 3, 256), (6, 4096, 3, 256), (6, 4096, 2, 256), (6, 4096, 4, 256), (4, 4096, 3, 512), (6, 4096, 3, 512), (3, 16384, 3, 256)]
+VARIANTS = {"second": SECOND, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH}.get(os.environ.get("VARIANTS", ""), FIRST)
 
 
 def launcher(kind, step, stages, blocks):
@@ -45,7 +48,7 @@ def launcher(kind, step, stages, blocks):
     return f
 
 
-fns = {f"{('cpasync', 'bulk', 'bulk rows', 'block cpasync', 'warps cpasync', 'warps in step')[k]} step {s} stages {S} blocks {b}": launcher(k, s, S, b) for k, s, S, b in VARIANTS}
+fns = {f"{('cpasync', 'bulk', 'bulk rows', 'block cpasync', 'warps cpasync', 'warps in step', 'warps stealing')[k]} step {s} stages {S} blocks {b}": launcher(k, s, S, b) for k, s, S, b in VARIANTS}
 fns["sdpa_bf16"] = lambda: torch.nn.functional.scaled_dot_product_attention(q, K, V, enable_gqa=True)
 res = {k: [] for k in fns}
 for _ in range(rounds):

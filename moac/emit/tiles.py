@@ -292,7 +292,9 @@ def _staged(t: cir.Tile, S: int, itype: str, ctype: str, e, ind) -> list[str]:
 def rotated() -> bool:
     """Whether the blocks take their chunk's steps rotated, each from a step of its own
     (blockIdx.x · 37 mod the steps) around to the one before: an experiment
-    (MOAC_CUDA_TILE_ROTATE=1), not measured to help; off by default."""
+    (MOAC_CUDA_TILE_ROTATE=1), off by default.  On an H100 (2026-12-06) it changed B = 32's
+    kernel time by −0.5 to +0.3 %; the H200's process-dependent slowdown it was meant to
+    test did not show there (docs/benchmarks.md)."""
     return os.environ.get("MOAC_CUDA_TILE_ROTATE") == "1"
 
 
