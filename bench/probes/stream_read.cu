@@ -18,6 +18,12 @@
  *           at different times (2026-12-06: the multiprocessors' active cycles spread over
  *           71-99 % of the kernel's); a decode kernel would fold the stolen steps' partial
  *           states, which the probe leaves out
+ *   kind 7: kind 4 with D dependent FMAs a lane after each step (stream_read_work(D)), a stand-in
+ *           for the tile's arithmetic between its copies
+ *   kind 8: the same arithmetic in 4 consumer warps, each taking a quarter of the block's stage,
+ *           and a fifth, producer warp whose lane 0 copies each stage (cp.async.bulk, 4 STEP
+ *           bytes of K and of V) once the consumers have released it (mbarriers full / empty):
+ *           whether copies issued by a warp that does no arithmetic keep the copies' rate
  * Built: nvcc -O3 -arch=sm_90a -Xcompiler -fPIC -shared -o stream_read.so stream_read.cu
  * Run: bench/probes/stream_read.py. */
 #include <cstdint>
@@ -46,6 +52,17 @@ static __device__ __forceinline__ unsigned fold_step(const unsigned char *d, int
 #pragma unroll
     for (int j = 0; j < 2 * STEP / 16 / T; ++j) { const uint4 x = w[t + T * j]; acc ^= x.x ^ x.y ^ x.z ^ x.w; }
     return acc;
+}
+
+static int g_work = 0;           /* D of kinds 7 and 8 */
+extern "C" void stream_read_work(int d) { g_work = d; }
+
+/* D dependent FMAs seeded by acc (not optimised away: their result folds into acc) */
+static __device__ __forceinline__ unsigned work(unsigned acc, int d)
+{
+    float x = __uint_as_float((acc & 0x007fffffu) | 0x3f800000u);
+    for (int j = 0; j < d; ++j) x = fmaf(x, 0.999f, 0.001f);
+    return acc ^ __float_as_uint(x);
 }
 
 template <int STEP, int S, bool ROWS>
@@ -127,7 +144,7 @@ __global__ void __launch_bounds__(128) rd_block(const unsigned char *K, const un
  * the block's steps w, w + W, ... (W = 1: a one-warp block streaming its slice) */
 template <int STEP, int S, int W, bool SYNC>
 __global__ void __launch_bounds__(32 * W) rd_warps(const unsigned char *K, const unsigned char *V, long long slice,
-                                                   unsigned *sink)
+                                                   unsigned *sink, int D = 0)
 {
     extern __shared__ __align__(128) unsigned char st_all[];
     const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
@@ -147,6 +164,7 @@ __global__ void __launch_bounds__(32 * W) rd_warps(const unsigned char *K, const
         asm volatile("cp.async.wait_group %0;" :: "n"(S - 1) : "memory");
         __syncwarp();
         acc ^= fold_step<STEP, 32>(st + ((i / W) % S) * 2 * STEP, lane);
+        if (D) acc = work(acc, D);
         if (SYNC) __syncthreads(); else __syncwarp();      /* SYNC: the block's warps in step */
     }
     if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
@@ -197,6 +215,62 @@ __global__ void __launch_bounds__(128) rd_steal(const unsigned char *K, const un
     if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
 }
 
+/* kind 8: 4 consumer warps and a producer warp (warp 4); a stage holds the block's step, 4 STEP bytes
+ * of K and of V, warp w folding the w-th STEP of each */
+template <int STEP, int S>
+__global__ void __launch_bounds__(160) rd_prod(const unsigned char *K, const unsigned char *V, long long slice,
+                                               unsigned *sink, int D)
+{
+    extern __shared__ __align__(128) unsigned char st[];          /* S stages of 8 STEP bytes */
+    __shared__ __align__(8) unsigned long long full[S], empty[S];
+    const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+    const unsigned char *k = K + blockIdx.x * slice, *v = V + blockIdx.x * slice;
+    const long long steps = slice / (4 * STEP);
+    if (threadIdx.x == 0)
+        for (int s = 0; s < S; ++s) {
+            asm volatile("mbarrier.init.shared.b64 [%0], 1;" :: "r"(smem(&full[s])) : "memory");
+            asm volatile("mbarrier.init.shared.b64 [%0], 4;" :: "r"(smem(&empty[s])) : "memory");
+        }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    __syncthreads();
+    auto wait = [](unsigned long long *b, unsigned phase) {
+        unsigned done = 0;
+        while (!done)
+            asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                         : "=r"(done) : "r"(smem(b)), "r"(phase) : "memory");
+    };
+    if (w == 4) {                      /* the producer */
+        if (lane == 0)
+            for (long long i = 0; i < steps; ++i) {
+                const int s = (int)(i % S);
+                if (i >= S) wait(&empty[s], (unsigned)((i / S - 1) & 1));
+                unsigned char *d = st + s * 8 * STEP;
+                asm volatile("mbarrier.arrive.expect_tx.shared.b64 _, [%0], %1;" :: "r"(smem(&full[s])), "r"(8 * STEP) : "memory");
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                             :: "r"(smem(d)), "l"(k + i * 4 * STEP), "r"(4 * STEP), "r"(smem(&full[s])) : "memory");
+                asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                             :: "r"(smem(d + 4 * STEP)), "l"(v + i * 4 * STEP), "r"(4 * STEP), "r"(smem(&full[s])) : "memory");
+            }
+        return;
+    }
+    unsigned acc = 0;
+    for (long long i = 0; i < steps; ++i) {
+        const int s = (int)(i % S);
+        wait(&full[s], (unsigned)((i / S) & 1));
+        const unsigned char *d = st + s * 8 * STEP;
+        const uint4 *kw = reinterpret_cast<const uint4 *>(d + w * STEP), *vw = reinterpret_cast<const uint4 *>(d + 4 * STEP + w * STEP);
+#pragma unroll
+        for (int j = 0; j < STEP / 16 / 32; ++j) {
+            const uint4 a = kw[lane + 32 * j], b = vw[lane + 32 * j];
+            acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w;
+        }
+        if (D) acc = work(acc, D);
+        __syncwarp();
+        if (lane == 0) asm volatile("mbarrier.arrive.shared.b64 _, [%0];" :: "r"(smem(&empty[s])) : "memory");
+    }
+    if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
+}
+
 template <int STEP, int S>
 static int go(int kind, const void *K, const void *V, long long bytes, int blocks, unsigned *sink, cudaStream_t st)
 {
@@ -217,6 +291,12 @@ static int go(int kind, const void *K, const void *V, long long bytes, int block
     } else if (kind == 5) {
         cudaFuncSetAttribute(rd_warps<STEP, S, 4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(4 * sm));
         rd_warps<STEP, S, 4, true><<<blocks, 128, 4 * sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink);
+    } else if (kind == 7) {
+        cudaFuncSetAttribute(rd_warps<STEP, S, 4, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(4 * sm));
+        rd_warps<STEP, S, 4, false><<<blocks, 128, 4 * sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink, g_work);
+    } else if (kind == 8) {
+        cudaFuncSetAttribute(rd_prod<STEP, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(4 * sm));
+        rd_prod<STEP, S><<<blocks, 160, 4 * sm, st>>>((const unsigned char *)K, (const unsigned char *)V, slice, sink, g_work);
     } else if (kind == 6) {
         void *next = nullptr;
         if (blocks > 8192 || cudaGetSymbolAddress(&next, g_next) != cudaSuccess) return -2;

@@ -37,18 +37,28 @@ FOURTH = [(4, 4096, 3, 256), (4, 4096, 4, 256), (4, 4096, 6, 256), (3, 16384, 3,
 # fifth (2026-12-06): the steps handed out by counters, a warp whose slice is used up taking another's
 # (kind 6), beside the same pattern with fixed slices (kind 4)
 FIFTH = [(4, 4096, 3, 256), (6, 4096, 3, 256), (6, 4096, 2, 256), (6, 4096, 4, 256), (4, 4096, 3, 512), (6, 4096, 3, 512), (3, 16384, 3, 256)]
-VARIANTS = {"second": SECOND, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH}.get(os.environ.get("VARIANTS", ""), FIRST)
+# sixth: D dependent FMAs a lane after each step, in the warps that copy (kind 7) or in consumer warps
+# beside a producer warp (kind 8); (kind, STEP, stages, blocks, D)
+SIXTH = [(k, 4096, 3, 256, d) for d in (0, 128, 512) for k in (7, 8)]
+VARIANTS = {"second": SECOND, "third": THIRD, "fourth": FOURTH, "fifth": FIFTH, "sixth": SIXTH}.get(os.environ.get("VARIANTS", ""), FIRST)
 
 
-def launcher(kind, step, stages, blocks):
+lib.stream_read_work.argtypes = [ctypes.c_int]
+
+
+def launcher(kind, step, stages, blocks, work=0):
     def f():
+        lib.stream_read_work(work)
         rc = lib.stream_read(kind, step, stages, K.data_ptr(), V.data_ptr(), nbytes, blocks, sink.data_ptr(),
                              torch.cuda.current_stream().cuda_stream)
         assert rc == 0, rc
     return f
 
 
-fns = {f"{('cpasync', 'bulk', 'bulk rows', 'block cpasync', 'warps cpasync', 'warps in step', 'warps stealing')[k]} step {s} stages {S} blocks {b}": launcher(k, s, S, b) for k, s, S, b in VARIANTS}
+NAMES = ('cpasync', 'bulk', 'bulk rows', 'block cpasync', 'warps cpasync', 'warps in step', 'warps stealing',
+         'warps + work', 'producer + work')
+fns = {f"{NAMES[v[0]]} step {v[1]} stages {v[2]} blocks {v[3]}" + (f" D {v[4]}" if len(v) > 4 else ""): launcher(*v)
+       for v in VARIANTS}
 fns["sdpa_bf16"] = lambda: torch.nn.functional.scaled_dot_product_attention(q, K, V, enable_gqa=True)
 res = {k: [] for k in fns}
 for _ in range(rounds):
