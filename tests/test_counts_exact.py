@@ -215,3 +215,28 @@ def test_each_kernel_counts_the_gangs_of_its_own_liftings():
                       ("input x : f32 ⟨40⟩\ninput w : f32 ⟨100⟩\ny = x + x\nz = w × 2\noutput y, z\n", [320, 800])):
         kernels = moac.parse(src, "two.moa").onf(target="openacc").counts.kernels
         assert [k.gang_traffic for k in kernels] == [k.traffic for k in kernels] == want
+
+
+@pytest.mark.parametrize("src, sizes", [
+    ("size n, d\ninput K : f32 ⟨n d⟩\ninput k : f32 ⟨d⟩\nK2 = K # k\noutput K2\n", {"n": 40, "d": 40}),
+    ("size n, d\ninput K : f32 ⟨n d⟩\ninput k : f32 ⟨d⟩\nK2 = K # k\noutput K2\n", {}),
+    ("size n, m, d\ninput A : f32 ⟨n d⟩\ninput B : f32 ⟨m d⟩\ninput C : f32 ⟨m d⟩\nr = (A # B) # C\noutput r\n",
+     {"n": 7, "m": 5, "d": 40}),
+    ("input x : f32 ⟨80⟩\ninput w : f32 ⟨40⟩\ny = x # w\noutput y\n", {}),
+])
+def test_a_gang_reads_the_piece_of_a_catenation_its_rows_are_in(src, sizes):
+    # a gang whose row is a row of K reads no k: the gang figure added the pieces of different
+    # arrays, 19680 bytes for K # k at n = d = 40 where each gang's rows move 13120 in all.
+    # With the rows over gangs (K # k, three pieces) every gang reads one piece; with a lifted
+    # axis (x # w over 120 elements in gangs of 32) the gang at 64 … 95 reads some of each,
+    # as many elements as it writes
+    counts = moac.parse(src, "c.moa").onf(target="openacc", sizes=sizes).counts
+    assert sp.expand(counts.gang_traffic - counts.traffic) == 0
+
+
+def test_a_gang_that_runs_both_pieces_counts_both():
+    # the pieces of a catenation reduced in one gang loop are both read by that gang: the
+    # choice of one piece a gang applies to guards on gang variables and lifted axes alone
+    src = "input x : f32 ⟨80⟩\ninput w : f32 ⟨40⟩\ns = + red (x # w)\noutput s\n"
+    counts = moac.parse(src, "s.moa").onf(target="openacc").counts
+    assert counts.gang_traffic >= counts.traffic == 4 * (80 + 40 + 1)

@@ -22,8 +22,8 @@ from ..dtypes import BYTES as DTYPE_BYTES
 from ..front.core import source_ops
 from ..front.data import bounds, has_data
 from ..front.sizes import resolve
-from .index import (data_terms, footprint, gamma, gamma_text, guard_branches, internal, lane_diff, narrow_update,
-                    size_key, verdict)
+from .index import (data_terms, footprint, gamma, gamma_text, guard_branches, guard_var, internal, lane_diff,
+                    narrow_update, size_key, verdict)
 from .union import needed_reads, ordered, size_facts, union_footprint
 from .ir import (Guard, LastGang, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, TensorTile, Unpack,
                  expr_reads, gang_chain, Prefetch)
@@ -43,6 +43,7 @@ class Access:
     extents: tuple = ()  # (variable, number of values) where the access happens, guards applied
     packed: int = 1      # elements each lane loads at once (a packed load)
     starts: tuple = ()   # (variable, first value) where a guard v < a leaves v ≥ a (else 0)
+    branch: tuple = ()   # (guard, branch, variable) of each guard v < a over it: 0 then, 1 else
 
     @property
     def verdict(self) -> str:
@@ -113,16 +114,18 @@ def count_kernel(s: Schedule, kernel, facts: tuple = ()) -> KernelCounts:
     accesses, loops = [], []
     loose: set = set()          # ids of the accesses under a guard that does not narrow their loop
 
-    def access(a, write: bool, lanes, ext: dict, lo: dict, packed: int = 1):
+    guards = iter(range(1 << 30))    # each Guard statement's number, for Access.branch
+
+    def access(a, write: bool, lanes, ext: dict, lo: dict, packed: int = 1, path: tuple = ()):
         buf = bufs[a.array]
         off = gamma(a.index, buf.shape)
         accesses.append(Access(kernel.name, a.array, off, a.index, a.logical, gamma_text(a.index, buf.shape), write,
                                lanes.name if lanes is not None else None,
                                lane_diff(off, lanes) if lanes is not None else None, tuple(ext.items()), packed,
-                               tuple(lo.items())))
-        data(a.logical, ext, lo)
+                               tuple(lo.items()), path))
+        data(a.logical, ext, lo, path)
 
-    def data(exprs, ext: dict, lo: dict):
+    def data(exprs, ext: dict, lo: dict, path: tuple = ()):
         """The integer inputs an index, an extent or a guard reads (⟨b⟩ψlens, a page number):
         accesses of their own, in the DNF's variables; a scan of a whole array (the CUDA
         gangs' ragged_pick) reads its every element."""
@@ -139,53 +142,56 @@ def count_kernel(s: Schedule, kernel, facts: tuple = ()) -> KernelCounts:
             buf = bufs[name]
             off = gamma(idx, buf.shape)
             accesses.append(Access(kernel.name, name, off, idx, idx, gamma_text(idx, buf.shape), False, None, None,
-                                   tuple(ext2.items()), 1, tuple(lo.items())))
+                                   tuple(ext2.items()), 1, tuple(lo.items()), path))
 
-    def expr(e, lanes, ext, lo):
+    def expr(e, lanes, ext, lo, path):
         for r in expr_reads(e, []):
-            access(r, False, lanes, ext, lo)
+            access(r, False, lanes, ext, lo, path=path)
         return _expr_flops(e)
 
-    def walk(body, lanes, ext: dict, lo: dict, depth: int) -> sp.Expr:
-        """The body's flops (per entry); records its loops and accesses."""
+    def walk(body, lanes, ext: dict, lo: dict, depth: int, path: tuple = ()) -> sp.Expr:
+        """The body's flops (per entry); records its loops and accesses, each with the guards
+        over it (`path`, Access.branch)."""
         total = sp.Integer(0)
         for st in body:
             match st:
                 case Let(value=v) | Set(value=v):
                     if v is not None:
-                        total += expr(v, lanes, ext, lo)
+                        total += expr(v, lanes, ext, lo, path)
                 case LetIndex(value=x):
-                    data((x,), ext, lo)
+                    data((x,), ext, lo, path)
                 case Prefetch():
                     pass
                 case Unpack():
-                    access(st, False, lanes, ext, lo, st.width)
+                    access(st, False, lanes, ext, lo, st.width, path)
                 case Store(value=v):
-                    total += expr(v, lanes, ext, lo)
-                    access(st, True, lanes, ext, lo)
+                    total += expr(v, lanes, ext, lo, path)
+                    access(st, True, lanes, ext, lo, path=path)
                 case Guard(cond=c, then=t, other=o):
-                    data((c,), ext, lo)
-                    runs, boxes = guard_branches(sp.sympify(c), ext, lo)
+                    data((c,), ext, lo, path)
+                    cond = sp.sympify(c)
+                    runs, boxes = guard_branches(cond, ext, lo)
+                    g, v = next(guards), guard_var(cond, ext)
                     first = len(accesses)
                     for k, ext2, lo2 in runs:
-                        total += walk((t, o)[k], lanes, ext2, lo2, depth)
+                        total += walk((t, o)[k], lanes, ext2, lo2, depth, path + ((g, k, v.name if v is not None else None),))
                     if not boxes:
                         loose.update(id(a) for a in accesses[first:])
                 case Loop():
-                    data((st.extent, st.start), ext, lo)
+                    data((st.extent, st.start), ext, lo, path)
                     loops.append(LoopInfo(st.var.name, sp.sympify(st.extent), st.level, st.note, depth))
                     inner = (st.lanes or st.var) if st.level == "vector" else lanes
                     binds = dict(st.binds)
                     f = walk(st.body, inner, {**ext, **binds}, {v: x for v, x in lo.items() if v not in binds},
-                             depth + 1)
+                             depth + 1, path)
                     total += _repeat(st, f)
                 case LastGang():          # the fold it holds is the separate kernel's work, counted there
                     loops.append(LoopInfo("·", sp.sympify(st.count), "last", st.note, depth))
                 case TensorTile():
                     loops.append(LoopInfo("c", sp.sympify(st.count), "tile", st.meaning(), depth))
-                    total += walk(st.body, lanes, ext, lo, depth + 1)
+                    total += walk(st.body, lanes, ext, lo, depth + 1, path)
                 case Serial(body=b) | Scope(body=b):
-                    total += walk(b, lanes, ext, lo, depth)
+                    total += walk(b, lanes, ext, lo, depth, path)
                 case _:
                     raise TypeError(st)
         return total
@@ -223,10 +229,12 @@ def _gang_traffic(s: Schedule, kernel, accesses: list, bufs: dict) -> sp.Expr:
     gangs = {lp.var.name for lp in chain}
     lifts = _own_lifts(s, chain)
 
+    worlds = _gang_worlds(accesses, gangs | {lf.var for lf in lifts})
+
     def bytes_per_gang(inner: dict) -> sp.Expr:
         def per_gang(a) -> dict:
             return {v: sp.Integer(1) if v.name in gangs else sp.sympify(inner.get(v.name, n)) for v, n in a.extents}
-        return _kernel_bytes(accesses, bufs, per_gang)[0]
+        return max((_kernel_bytes(w, bufs, per_gang)[0] for w in worlds), key=size_key)
     sizes = [(sp.sympify(lf.extent), sp.sympify(lf.factor)) for lf in lifts]
     if not lifts or not all(n.is_Integer and f.is_Integer for n, f in sizes):
         # a lifted gang loop counts N/factor gangs (its trip) of `factor` elements each
@@ -237,6 +245,29 @@ def _gang_traffic(s: Schedule, kernel, accesses: list, bufs: dict) -> sp.Expr:
         if all(k and e for k, e in pick):
             total += sp.Mul(*(k for k, _ in pick)) * bytes_per_gang({lf.var: e for lf, (_, e) in zip(lifts, pick)})
     return sp.expand(sp.Mul(*(lp.count for lp in chain if lp.var.name not in lifted)) * total)
+
+
+def _gang_worlds(accesses: list, own: set) -> list:
+    """The accesses a gang may make, as lists: one for each choice of branch of the guards
+    on a gang variable or a lifted axis (`own`), where one gang runs one branch (a gang
+    whose rows are the catenation's K rows reads no k): the largest of them is the gang's
+    share.  A guard on a lifted axis may split a gang's range (the gang where the pieces
+    meet reads some of each); its branches are counted as one or the other all the same,
+    exact where each reads alike per element.  Guards on other variables run both branches
+    in one gang, as do those that decide no one variable; with more than 6 guards of a gang
+    the accesses are one list, every branch counted."""
+    guards: dict = {}
+    for a in accesses:
+        for g, k, v in a.branch:
+            if v in own:
+                guards.setdefault(g, set()).add(k)
+    if not guards or len(guards) > 6:
+        return [accesses]
+    worlds = []
+    for pick in itertools.product(*[sorted(ks) for ks in guards.values()]):
+        choice = dict(zip(guards, pick))
+        worlds.append([a for a in accesses if all(choice.get(g, k) == k for g, k, _ in a.branch)])
+    return worlds
 
 
 def _own_lifts(s: Schedule, chain: list) -> list:

@@ -160,7 +160,7 @@ def data_terms(exprs) -> list:
     return out
 
 
-def _guard_var(cond, ext: dict):
+def guard_var(cond, ext: dict):
     """The loop variable v of a guard v < a (a free of v), or v + c < a with c free of the
     loops' variables (the second piece of a catenation, i − n < m), which narrows v's range
     to v < a − c; else None."""
@@ -179,12 +179,12 @@ def guard_branches(cond, ext: dict, lo: dict) -> tuple:
     """((branch, extents, starts), ...), boxes: the branches of a guard `cond` that run
     (0 then, 1 else) and the loop ranges their reads run over, and whether those ranges are
     what the reads touch.  A constant guard runs one branch (a size fixed at 0 makes i < s
-    sympy's false); a guard on one loop variable (`_guard_var`) splits its range
+    sympy's false); a guard on one loop variable (`guard_var`) splits its range
     (`narrowed`); any other runs both over the whole loops, and their reads are not boxes of
     what they read."""
     if cond is sp.true or cond is sp.false:
         return ((0 if cond is sp.true else 1, ext, lo),), True
-    v = _guard_var(cond, ext)
+    v = guard_var(cond, ext)
     if v is None:
         return ((0, ext, lo), (1, ext, lo)), False
     then, other = narrowed(sp.StrictLessThan(v, sp.expand(cond.rhs - cond.lhs + v)), ext, lo)
