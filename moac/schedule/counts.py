@@ -43,7 +43,7 @@ class Access:
     extents: tuple = ()  # (variable, number of values) where the access happens, guards applied
     packed: int = 1      # elements each lane loads at once (a packed load)
     starts: tuple = ()   # (variable, first value) where a guard v < a leaves v ≥ a (else 0)
-    branch: tuple = ()   # (guard, branch, variable) of each guard v < a over it: 0 then, 1 else
+    branch: tuple = ()   # (guard's condition, branch, variable) of each guard over it: 0 then, 1 else
 
     @property
     def verdict(self) -> str:
@@ -114,8 +114,6 @@ def count_kernel(s: Schedule, kernel, facts: tuple = ()) -> KernelCounts:
     accesses, loops = [], []
     loose: set = set()          # ids of the accesses under a guard that does not narrow their loop
 
-    guards = iter(range(1 << 30))    # each Guard statement's number, for Access.branch
-
     def access(a, write: bool, lanes, ext: dict, lo: dict, packed: int = 1, path: tuple = ()):
         buf = bufs[a.array]
         off = gamma(a.index, buf.shape)
@@ -171,7 +169,7 @@ def count_kernel(s: Schedule, kernel, facts: tuple = ()) -> KernelCounts:
                     data((c,), ext, lo, path)
                     cond = sp.sympify(c)
                     runs, boxes = guard_branches(cond, ext, lo)
-                    g, v = next(guards), guard_var(cond, ext)
+                    g, v = str(cond), guard_var(cond, ext)      # guards of one condition: one choice
                     first = len(accesses)
                     for k, ext2, lo2 in runs:
                         total += walk((t, o)[k], lanes, ext2, lo2, depth, path + ((g, k, v.name if v is not None else None),))
@@ -253,7 +251,8 @@ def _gang_worlds(accesses: list, own: set) -> list:
     whose rows are the catenation's K rows reads no k): the largest of them is the gang's
     share.  A guard on a lifted axis may split a gang's range (the gang where the pieces
     meet reads some of each); its branches are counted as one or the other all the same,
-    exact where each reads alike per element.  Guards on other variables run both branches
+    exact where each reads alike per element.  Guards of one condition (a score pass's and a
+    weighted sum's l < n) are one choice.  Guards on other variables run both branches
     in one gang, as do those that decide no one variable; with more than 6 guards of a gang
     the accesses are one list, every branch counted."""
     guards: dict = {}
