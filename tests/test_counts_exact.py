@@ -222,16 +222,34 @@ def test_each_kernel_counts_the_gangs_of_its_own_liftings():
     ("size n, d\ninput K : f32 ⟨n d⟩\ninput k : f32 ⟨d⟩\nK2 = K # k\noutput K2\n", {}),
     ("size n, m, d\ninput A : f32 ⟨n d⟩\ninput B : f32 ⟨m d⟩\ninput C : f32 ⟨m d⟩\nr = (A # B) # C\noutput r\n",
      {"n": 7, "m": 5, "d": 40}),
-    ("input x : f32 ⟨80⟩\ninput w : f32 ⟨40⟩\ny = x # w\noutput y\n", {}),
+    # i < 40 and i + 2 < 42 (the catenation under 2 ▽) are one choice of a gang, not two
+    ("size n, m, d\ninput A : f32 ⟨n d⟩\ninput B1 : f32 ⟨m d⟩\ninput B2 : f32 ⟨m d⟩\ninput X1 : f32 ⟨(n + 2) d⟩\n"
+     "input X2 : f32 ⟨(n + 2) d⟩\ninput Y : f32 ⟨m d⟩\nr = (A # (B1 × B2)) + (2 ▽ ((X1 × X2) # Y))\noutput r\n",
+     {"n": 40, "m": 40, "d": 40}),
 ])
 def test_a_gang_reads_the_piece_of_a_catenation_its_rows_are_in(src, sizes):
     # a gang whose row is a row of K reads no k: the gang figure added the pieces of different
-    # arrays, 19680 bytes for K # k at n = d = 40 where each gang's rows move 13120 in all.
-    # With the rows over gangs (K # k, three pieces) every gang reads one piece; with a lifted
-    # axis (x # w over 120 elements in gangs of 32) the gang at 64 … 95 reads some of each,
-    # as many elements as it writes
+    # arrays, 19680 bytes for K # k at n = d = 40 where the gangs move 13120 in all
     counts = moac.parse(src, "c.moa").onf(target="openacc", sizes=sizes).counts
     assert sp.expand(counts.gang_traffic - counts.traffic) == 0
+
+
+def test_a_gang_share_is_never_below_what_the_gangs_move():
+    # found by review of the first form, which chose the largest branch for guards on lifted
+    # axes too and compared symbolic branches at sizes of 64:
+    # - x # w in gangs of 32 at n = m = 8: the one gang reads both pieces (128 bytes), was 96
+    # - (A +.× u) # (B +.× w) with no size fixed: the formula lost m (880 bytes against a
+    #   traffic of 33016 at n = 4, p = 40, q = 2, m = 200)
+    lifted = "size n, m\ninput x : f32 ⟨n⟩\ninput w : f32 ⟨m⟩\ny = x # w\noutput y\n"
+    for sizes, truth in (({"n": 8, "m": 8}, 128), ({"n": 20, "m": 20}, 320), ({"n": 3, "m": 2}, 40)):
+        counts = moac.parse(lifted, "x.moa").onf(target="openacc", sizes=sizes).counts
+        assert counts.gang_traffic >= truth == counts.traffic
+    src = ("size n, p, q, m\ninput A : f32 ⟨n q⟩\ninput u : f32 ⟨q⟩\ninput B : f32 ⟨p m⟩\ninput w : f32 ⟨m⟩\n"
+           "r = (A +.× u) # (B +.× w)\noutput r\n")
+    counts = moac.parse(src, "mv.moa").onf(target="openacc").counts
+    rng = random.Random(7)
+    for sizes in [{"n": 4, "p": 40, "q": 2, "m": 200}] + [{s: rng.randint(1, 300) for s in "npqm"} for _ in range(20)]:
+        assert at(counts.gang_traffic, sizes) >= at(counts.traffic, sizes)
 
 
 def test_a_gang_that_runs_both_pieces_counts_both():

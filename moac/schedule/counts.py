@@ -43,7 +43,7 @@ class Access:
     extents: tuple = ()  # (variable, number of values) where the access happens, guards applied
     packed: int = 1      # elements each lane loads at once (a packed load)
     starts: tuple = ()   # (variable, first value) where a guard v < a leaves v ≥ a (else 0)
-    branch: tuple = ()   # (guard's condition, branch, variable) of each guard over it: 0 then, 1 else
+    branch: tuple = ()   # (guard: (v, bound), branch, v) of each guard v < bound over it: 0 then, 1 else
 
     @property
     def verdict(self) -> str:
@@ -169,7 +169,8 @@ def count_kernel(s: Schedule, kernel, facts: tuple = ()) -> KernelCounts:
                     data((c,), ext, lo, path)
                     cond = sp.sympify(c)
                     runs, boxes = guard_branches(cond, ext, lo)
-                    g, v = str(cond), guard_var(cond, ext)      # guards of one condition: one choice
+                    v = guard_var(cond, ext)
+                    g = (v.name, str(sp.expand(cond.rhs - cond.lhs + v))) if v is not None else str(cond)   # v < g
                     first = len(accesses)
                     for k, ext2, lo2 in runs:
                         total += walk((t, o)[k], lanes, ext2, lo2, depth, path + ((g, k, v.name if v is not None else None),))
@@ -227,12 +228,15 @@ def _gang_traffic(s: Schedule, kernel, accesses: list, bufs: dict) -> sp.Expr:
     gangs = {lp.var.name for lp in chain}
     lifts = _own_lifts(s, chain)
 
-    worlds = _gang_worlds(accesses, gangs | {lf.var for lf in lifts})
+    worlds = _gang_worlds(accesses, gangs)
 
     def bytes_per_gang(inner: dict) -> sp.Expr:
+        """A gang's bytes: the largest of its worlds where one is the largest at every size,
+        else every branch's reads counted (an upper bound)."""
         def per_gang(a) -> dict:
             return {v: sp.Integer(1) if v.name in gangs else sp.sympify(inner.get(v.name, n)) for v, n in a.extents}
-        return max((_kernel_bytes(w, bufs, per_gang)[0] for w in worlds), key=size_key)
+        best = _largest([_kernel_bytes(w, bufs, per_gang)[0] for w in worlds]) if len(worlds) > 1 else None
+        return best if best is not None else _kernel_bytes(accesses, bufs, per_gang)[0]
     sizes = [(sp.sympify(lf.extent), sp.sympify(lf.factor)) for lf in lifts]
     if not lifts or not all(n.is_Integer and f.is_Integer for n, f in sizes):
         # a lifted gang loop counts N/factor gangs (its trip) of `factor` elements each
@@ -245,20 +249,18 @@ def _gang_traffic(s: Schedule, kernel, accesses: list, bufs: dict) -> sp.Expr:
     return sp.expand(sp.Mul(*(lp.count for lp in chain if lp.var.name not in lifted)) * total)
 
 
-def _gang_worlds(accesses: list, own: set) -> list:
+def _gang_worlds(accesses: list, gangs: set) -> list:
     """The accesses a gang may make, as lists: one for each choice of branch of the guards
-    on a gang variable or a lifted axis (`own`), where one gang runs one branch (a gang
-    whose rows are the catenation's K rows reads no k): the largest of them is the gang's
-    share.  A guard on a lifted axis may split a gang's range (the gang where the pieces
-    meet reads some of each); its branches are counted as one or the other all the same,
-    exact where each reads alike per element.  Guards of one condition (a score pass's and a
-    weighted sum's l < n) are one choice.  Guards on other variables run both branches
-    in one gang, as do those that decide no one variable; with more than 6 guards of a gang
-    the accesses are one list, every branch counted."""
+    on a gang variable (`gangs`), where one gang runs one branch (a gang whose row is one of
+    the catenation's K rows reads no k).  Guards that narrow the variable to the same bound
+    are one choice (a score pass's and a weighted sum's l < n; i < 40 and i + 2 < 42).
+    Guards on a lifted axis (a gang's range may hold some of each piece), on other variables
+    (both run in one gang) or that decide no one variable are no choice: their branches'
+    reads are all in every list.  With more than 6 choices the accesses are one list."""
     guards: dict = {}
     for a in accesses:
         for g, k, v in a.branch:
-            if v in own:
+            if v in gangs:
                 guards.setdefault(g, set()).add(k)
     if not guards or len(guards) > 6:
         return [accesses]
@@ -267,6 +269,27 @@ def _gang_worlds(accesses: list, own: set) -> list:
         choice = dict(zip(guards, pick))
         worlds.append([a for a in accesses if all(choice.get(g, k) == k for g, k, _ in a.branch)])
     return worlds
+
+
+def _largest(values: list):
+    """The one of these byte counts that is at least each of the others for all non-negative
+    sizes (their difference a polynomial with no negative coefficient), else None."""
+    for best in values:
+        if all(_at_least(best, v) for v in values):
+            return best
+    return None
+
+
+def _at_least(a, b) -> bool:
+    d = sp.expand(a - b)
+    if d == 0:
+        return True
+    if not d.free_symbols:
+        return bool(d >= 0)
+    try:
+        return all(c >= 0 for c in sp.Poly(d, *sorted(d.free_symbols, key=str)).coeffs())
+    except sp.PolynomialError:
+        return False
 
 
 def _own_lifts(s: Schedule, chain: list) -> list:
