@@ -258,3 +258,16 @@ def test_a_gang_that_runs_both_pieces_counts_both():
     src = "input x : f32 ⟨80⟩\ninput w : f32 ⟨40⟩\ns = + red (x # w)\noutput s\n"
     counts = moac.parse(src, "s.moa").onf(target="openacc").counts
     assert counts.gang_traffic >= counts.traffic == 4 * (80 + 40 + 1)
+
+
+@pytest.mark.parametrize("src, sizes", [
+    ("size n, d\ninput A : f32 ⟨n d⟩\nr = + red ((2 ▽ A) # (2 △ A))\noutput r\n", {"n": 5, "d": 6}),
+    ("size n, d\ninput A : f32 ⟨n d⟩\nr = + red ((2 ▽ A) # (2 △ A))\noutput r\n", {}),
+    ("size n\ninput x : f32 ⟨n⟩\nr = + red ((2 ▽ x) # (2 △ x))\noutput r\n", {"n": 5}),
+])
+def test_a_gang_that_runs_every_piece_of_one_array_counts_their_union(src, sizes):
+    # found by a second review: a gang reducing over the rows of (2 ▽ A) # (2 △ A) reads all of A,
+    # the last rows in one branch and the first two in the other; its share counted the larger
+    # piece alone (96 bytes at n = 5, d = 6 for 144; 4·d·n − 4·d with the sizes free)
+    counts = moac.parse(src, "r.moa").onf(target="openacc", sizes=sizes).counts
+    assert sp.expand(counts.gang_traffic - counts.traffic) == 0

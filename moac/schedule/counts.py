@@ -229,14 +229,15 @@ def _gang_traffic(s: Schedule, kernel, accesses: list, bufs: dict) -> sp.Expr:
     lifts = _own_lifts(s, chain)
 
     worlds = _gang_worlds(accesses, gangs)
+    own = frozenset(gangs | {lf.var for lf in lifts})      # guards on these: a gang's lanes read one piece
 
     def bytes_per_gang(inner: dict) -> sp.Expr:
         """A gang's bytes: the largest of its worlds where one is the largest at every size,
         else every branch's reads counted (an upper bound)."""
         def per_gang(a) -> dict:
             return {v: sp.Integer(1) if v.name in gangs else sp.sympify(inner.get(v.name, n)) for v, n in a.extents}
-        best = _largest([_kernel_bytes(w, bufs, per_gang)[0] for w in worlds]) if len(worlds) > 1 else None
-        return best if best is not None else _kernel_bytes(accesses, bufs, per_gang)[0]
+        best = _largest([_kernel_bytes(w, bufs, per_gang, own=own)[0] for w in worlds]) if len(worlds) > 1 else None
+        return best if best is not None else _kernel_bytes(accesses, bufs, per_gang, own=own)[0]
     sizes = [(sp.sympify(lf.extent), sp.sympify(lf.factor)) for lf in lifts]
     if not lifts or not all(n.is_Integer and f.is_Integer for n, f in sizes):
         # a lifted gang loop counts N/factor gangs (its trip) of `factor` elements each
@@ -305,7 +306,8 @@ def _own_lifts(s: Schedule, chain: list) -> list:
     return own
 
 
-def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None, facts: tuple = (), boxed=None) -> tuple:
+def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None, facts: tuple = (), boxed=None,
+                  own: frozenset = frozenset()) -> tuple:
     """(DRAM bytes, of which scratch): per buffer and direction the elements its accesses
     touch over `extents(access)`: with `starts(access)` (where guards begin the variables)
     the union of their footprints (union.union_footprint), at most the buffer as the size
@@ -321,9 +323,14 @@ def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None, facts: tuple
         for write in (False, True):
             accs = [a for a in accesses if a.array == arr and a.write == write]
             if accs:
-                if starts is None and len({frozenset(a.starts) for a in accs}) > 1:
-                    # a gang's share of reads under different guards (the pieces of a catenation):
-                    # the largest, as a gang's lanes read one piece or the other
+                if starts is None and len({frozenset(a.starts) for a in accs}) > 1 and _inner_pieces(accs, own):
+                    # a gang's share of reads under guards on loops within the gang (a reduction
+                    # over (2 ▽ A) # (2 △ A)): the gang runs every piece, their union
+                    fp = union_footprint([(a.logical, extents(a), dict(a.starts)) for a in accs], buf.shape,
+                                         boxes_exact=all(a.index == a.logical for a in accs), capped=False)
+                elif starts is None and len({frozenset(a.starts) for a in accs}) > 1:
+                    # a gang's share of reads under guards on its lifted axis (the pieces of a
+                    # catenation): the largest, as a gang's lanes read one piece or the other
                     fp = max((footprint(a.logical, buf.shape, extents(a)) for a in accs), key=size_key)
                 elif starts is None:        # a gang's share of reads under one guard: their union
                     fp = union_footprint([(a.logical, extents(a), {}) for a in accs], buf.shape, boxes_exact=False,
@@ -347,6 +354,14 @@ def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None, facts: tuple
                 if buf.role == "scratch":
                     scratch += moved
     return sp.expand(total), sp.expand(scratch)
+
+
+def _inner_pieces(accs: list, own: frozenset) -> bool:
+    """Whether the guards that set these accesses apart are all on loops within a gang (not
+    its gang variables or lifted axes, `own`), so that one gang runs every branch."""
+    sets = [set(a.branch) for a in accs]
+    apart = set().union(*sets) - set.intersection(*sets)
+    return bool(apart) and all(v is not None and v not in own for _, _, v in apart)
 
 
 def _at_most(fp, size, facts: tuple) -> sp.Expr:
