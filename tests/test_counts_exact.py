@@ -2,6 +2,7 @@
 of one array that overlap count their union (inclusion–exclusion), and a read capped by its
 buffer is capped exactly, whatever the sizes are (docs/cost.md#how-exact-the-counts-are)."""
 import random
+from pathlib import Path
 
 import pytest
 import sympy as sp
@@ -271,3 +272,25 @@ def test_a_gang_that_runs_every_piece_of_one_array_counts_their_union(src, sizes
     # piece alone (96 bytes at n = 5, d = 6 for 144; 4·d·n − 4·d with the sizes free)
     counts = moac.parse(src, "r.moa").onf(target="openacc", sizes=sizes).counts
     assert sp.expand(counts.gang_traffic - counts.traffic) == 0
+
+
+def _at_data(expr, sizes: dict, lens: list):
+    """expr at these sizes with lens(b) = lens[b] (the Sums over b done)."""
+    from sympy.core.function import AppliedUndef
+    e = sp.sympify(expr).xreplace({s: sizes[s.name] for s in sp.sympify(expr).free_symbols if s.name in sizes})
+    e = e.replace(lambda x: isinstance(x, sp.Sum), lambda x: x.doit())
+    return e.xreplace({r: lens[int(r.args[0])] for r in e.atoms(AppliedUndef) if r.func.__name__ == "lens"})
+
+
+@pytest.mark.parametrize("example", ["decode_ragged", "decode_paged", "decode_paged_step"])
+@pytest.mark.parametrize("target", ["openacc", "openmp"])
+def test_a_gang_share_of_a_length_read_from_data_is_its_chunk(example, target):
+    # found by review: the tokens' lifting over the gangs (lens(b) tokens, lens(b) ≤ N, in
+    # N ÷ chunk gangs) was not recognised as the kernel's, so each gang counted the whole
+    # sequence at b = 0, Sum(lens(b), (b, 0, 0)), times the B gangs: below the traffic
+    # (decode_paged at B = 2, lens = [1, 30], chunk = 8: 6528 bytes against 10780)
+    prog = moac.parse((Path(__file__).resolve().parents[1] / "examples" / f"{example}.moa").read_text(), f"{example}.moa")
+    counts = prog.onf(target=target).counts
+    assert "(b, 0, 0)" not in str(counts.gang_traffic)
+    sizes = dict(B=2, N=30, hkv=2, g=2, dk=16, dv=16, d=16, page=16, maxp=2, P=4, chunk=8)
+    assert _at_data(counts.gang_traffic, sizes, [1, 30]) >= _at_data(counts.traffic, sizes, [1, 30])

@@ -297,11 +297,19 @@ def _own_lifts(s: Schedule, chain: list) -> list:
     """The liftings of these gang loops, each once: the schedule's liftings name their outer
     loop (i_g) alike in every kernel that lifts the axis, so a lifting is this kernel's
     where its loop of that name counts extent ÷ factor (x over 40 and z over 100 both lift
-    i over i_g)."""
+    i over i_g), a length read from data taken at the bound the program's conditions give it
+    (decode_ragged's tokens, lens(b) ≤ N, over N ÷ chunk gangs)."""
     trips = {lp.var.name: sp.sympify(lp.count) for lp in chain}
+    most = bounds(s.dnf.program)
     own = []
     for lf in s.lifts:
-        if lf.outer in trips and lf not in own and sp.expand(trips[lf.outer] - sp.sympify(lf.extent) / lf.factor) == 0:
+        extent = sp.sympify(lf.extent)     # a length read from data (lens(b)) at its bound: the gangs' trip
+        data = extent.atoms(AppliedUndef)
+        extent = extent.xreplace({r: most.get(r.func.__name__, r) for r in data})
+        if lf.outer not in trips or lf in own:
+            continue
+        gap = sp.expand(trips[lf.outer] - extent / lf.factor)
+        if gap == 0 or data and size_key(gap) == 0:     # Max(1, maxp·page) ÷ chunk for lens(b) + 1 ≤ maxp·page
             own.append(lf)
     return own
 
