@@ -22,7 +22,7 @@ from ..dtypes import BYTES as DTYPE_BYTES
 from ..front.core import source_ops
 from ..front.data import bounds, has_data
 from ..front.sizes import resolve
-from .index import (data_terms, footprint, gamma, gamma_text, guard_branches, guard_var, internal, lane_diff,
+from .index import (data_terms, footprint, gamma, gamma_text, guard_branches, guard_bound, internal, lane_diff,
                     narrow_update, size_key, verdict)
 from .union import needed_reads, ordered, size_facts, union_footprint
 from .ir import (Guard, LastGang, Let, LetIndex, Loop, Op, Schedule, Scope, Select, Serial, Set, Store, TensorTile, Unpack,
@@ -169,11 +169,11 @@ def count_kernel(s: Schedule, kernel, facts: tuple = ()) -> KernelCounts:
                     data((c,), ext, lo, path)
                     cond = sp.sympify(c)
                     runs, boxes = guard_branches(cond, ext, lo)
-                    v = guard_var(cond, ext)
-                    g = (v.name, str(sp.expand(cond.rhs - cond.lhs + v))) if v is not None else str(cond)   # v < g
+                    vb = guard_bound(cond, ext)     # guards of one variable and bound: one choice of a gang
+                    g, v = ((vb[0].name, str(vb[1])), vb[0].name) if vb is not None else (str(cond), None)
                     first = len(accesses)
                     for k, ext2, lo2 in runs:
-                        total += walk((t, o)[k], lanes, ext2, lo2, depth, path + ((g, k, v.name if v is not None else None),))
+                        total += walk((t, o)[k], lanes, ext2, lo2, depth, path + ((g, k, v),))
                     if not boxes:
                         loose.update(id(a) for a in accesses[first:])
                 case Loop():
@@ -303,15 +303,20 @@ def _own_lifts(s: Schedule, chain: list) -> list:
     most = bounds(s.dnf.program)
     own = []
     for lf in s.lifts:
-        extent = sp.sympify(lf.extent)     # a length read from data (lens(b)) at its bound: the gangs' trip
-        data = extent.atoms(AppliedUndef)
-        extent = extent.xreplace({r: most.get(r.func.__name__, r) for r in data})
         if lf.outer not in trips or lf in own:
             continue
-        gap = sp.expand(trips[lf.outer] - extent / lf.factor)
+        extent = sp.sympify(lf.extent)     # a length read from data (lens(b)) at its bound: the gangs' trip
+        data = extent.atoms(AppliedUndef)
+        gap = sp.expand(trips[lf.outer] - _at_bounds(extent, most) / lf.factor)
         if gap == 0 or data and size_key(gap) == 0:     # Max(1, maxp·page) ÷ chunk for lens(b) + 1 ≤ maxp·page
             own.append(lf)
     return own
+
+
+def _at_bounds(e, most: dict):
+    """e with each read of integer data at the bound the program's conditions give its
+    array (`bounds`: lens(b) ≤ N reads as N), where there is one."""
+    return e.xreplace({r: most.get(r.func.__name__, r) for r in e.atoms(AppliedUndef)})
 
 
 def _kernel_bytes(accesses: list, bufs: dict, extents, starts=None, facts: tuple = (), boxed=None,
@@ -444,7 +449,7 @@ def repeated_work(flops, ops, sizes: set, data_bounds: dict) -> sp.Expr | None:
     a size (the run-time chunk) as a constant."""
     def poly(e):
         e = sp.sympify(e)
-        e = e.xreplace({r: data_bounds.get(r.func.__name__, r) for r in e.atoms(AppliedUndef)}).doit()
+        e = _at_bounds(e, data_bounds).doit()
         e = e.replace(lambda x: isinstance(x, (sp.ceiling, sp.floor)), lambda x: x.args[0])
         e = e.replace(lambda x: isinstance(x, (sp.Min, sp.Max)), lambda x: sp.Add(*x.args))
         e = e.xreplace({x: 64 for x in e.free_symbols if x.name not in sizes})

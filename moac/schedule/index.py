@@ -160,7 +160,7 @@ def data_terms(exprs) -> list:
     return out
 
 
-def guard_var(cond, ext: dict):
+def _guard_var(cond, ext: dict):
     """The loop variable v of a guard v < a (a free of v), or v + c < a with c free of the
     loops' variables (the second piece of a catenation, i − n < m), which narrows v's range
     to v < a − c; else None."""
@@ -175,19 +175,26 @@ def guard_var(cond, ext: dict):
     return vs[0]
 
 
+def guard_bound(cond, ext: dict):
+    """(v, a): the loop variable a guard narrows and the bound it narrows it to, v < a
+    (`_guard_var`: v + c < b is v < b − c); None where it decides no one variable."""
+    v = _guard_var(cond, ext)
+    return None if v is None else (v, sp.expand(cond.rhs - cond.lhs + v))
+
+
 def guard_branches(cond, ext: dict, lo: dict) -> tuple:
     """((branch, extents, starts), ...), boxes: the branches of a guard `cond` that run
     (0 then, 1 else) and the loop ranges their reads run over, and whether those ranges are
     what the reads touch.  A constant guard runs one branch (a size fixed at 0 makes i < s
-    sympy's false); a guard on one loop variable (`guard_var`) splits its range
+    sympy's false); a guard on one loop variable (`guard_bound`) splits its range
     (`narrowed`); any other runs both over the whole loops, and their reads are not boxes of
     what they read."""
     if cond is sp.true or cond is sp.false:
         return ((0 if cond is sp.true else 1, ext, lo),), True
-    v = guard_var(cond, ext)
-    if v is None:
+    vb = guard_bound(cond, ext)
+    if vb is None:
         return ((0, ext, lo), (1, ext, lo)), False
-    then, other = narrowed(sp.StrictLessThan(v, sp.expand(cond.rhs - cond.lhs + v)), ext, lo)
+    then, other = narrowed(sp.StrictLessThan(*vb), ext, lo)
     return ((0, *then), (1, *other)), True
 
 
